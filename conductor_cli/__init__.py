@@ -1,0 +1,42 @@
+"""conductor: answer hard questions with a team of language models.
+
+Library use mirrors the CLI:
+
+    from conductor_cli import ask, load_config
+    result = ask("What is the capital of France?", config=load_config())
+    print(result.answer)
+
+Names are imported on first use so that `import conductor_cli` (and the CLI's start-up) stays fast.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ask": "api",
+    "RunResult": "api",
+    "Config": "config",
+    "load_config": "config",
+    "save_config": "config",
+    "Workflow": "workflow",
+    "Step": "workflow",
+    "parse_workflow": "workflow",
+    "gbnf_grammar": "workflow",
+    "load_catalog": "catalog",
+    "pull": "fetch",
+    "Attachment": "inputs",
+    "ConductorError": "errors",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'conductor_cli' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)

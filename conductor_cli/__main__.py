@@ -1,0 +1,3 @@
+from conductor_cli.cli.app import main
+
+main()

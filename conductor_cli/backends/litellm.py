@@ -1,0 +1,97 @@
+"""Any model litellm can reach: API providers, local OpenAI-compatible servers, proxies.
+
+litellm takes seconds to import, so it is imported here, on the first call only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import ConfigError, WorkerError
+from .base import Completion, Request
+
+# A local OpenAI-compatible server needs no key, but the OpenAI client insists on one.
+_PLACEHOLDER_KEY = "sk-no-key-needed"
+
+
+def _import_litellm() -> Any:
+    # Without this, importing litellm first fetches a price list from the internet.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def _short(error: Exception) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text.removeprefix("litellm.").strip()[:300]
+
+
+class LiteLLMBackend:
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key_env: str | None = None,
+        where: str = "",
+        timeout_s: float = 600.0,
+    ) -> None:
+        self.model = model
+        self.api_base = api_base
+        self.api_key_env = api_key_env
+        self.where = where
+        self.timeout_s = timeout_s
+
+    @property
+    def identity(self) -> str:
+        return f"litellm:{self.model}@{self.api_base}" if self.api_base else f"litellm:{self.model}"
+
+    @property
+    def supports_grammar(self) -> bool:
+        return False
+
+    def _api_key(self) -> str | None:
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ConfigError(
+                    f"{self.where}: environment variable {self.api_key_env} is not set; "
+                    f"export {self.api_key_env}=... (keys never go in the config file)."
+                )
+            return key
+        return _PLACEHOLDER_KEY if self.api_base else None
+
+    def complete(self, request: Request) -> Completion:
+        key = self._api_key()
+        litellm = _import_litellm()
+        kwargs: dict[str, Any] = {}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if key:
+            kwargs["api_key"] = key
+        try:
+            response = litellm.completion(
+                model=self.model,
+                messages=list(request.messages),
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                timeout=self.timeout_s,
+                num_retries=0,
+                drop_params=True,
+                **kwargs,
+            )
+        except Exception as e:  # litellm raises many types; all mean "this call failed"
+            target = self.api_base or self.model
+            raise WorkerError(f"{self.model} at {target}: {_short(e)}") from None
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text=choice.message.content or "",
+            tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
+            tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+            finish_reason=choice.finish_reason or "stop",
+        )

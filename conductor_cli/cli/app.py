@@ -1,0 +1,48 @@
+"""The `conductor` command: a thin Typer app; every command calls the library."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .. import __version__
+from . import ask as ask_cmd
+from . import config_cmd, models
+from .common import ConfigOption
+
+app = typer.Typer(
+    name="conductor",
+    help="Answer hard questions with a team of language models, planned by a local conductor.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals can hold API keys
+    rich_markup_mode="rich",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"conductor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    config: ConfigOption = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    ctx.obj = {"config": config}
+
+
+app.command("ask")(ask_cmd.ask)
+app.add_typer(models.app, name="models", help="List, fetch and locate GGUF models.")
+app.add_typer(config_cmd.app, name="config", help="Show, locate and create the config file.")
+
+
+def main() -> None:
+    app()

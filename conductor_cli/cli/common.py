@@ -1,0 +1,55 @@
+"""Shared CLI plumbing: the --config option, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ..errors import EXIT_INTERRUPTED, ConductorError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Config file to use (default: $CONDUCTOR_CONFIG or the platform config dir).",
+        dir_okay=False,
+    ),
+]
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    # Plain write, not Rich: Rich wraps at the terminal width and an error must stay one line.
+    sys.stderr.write(f"conductor: error: {message}\n")
+    sys.stderr.flush()
+    return typer.Exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn the errors a user can cause into one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ConductorError as e:
+            raise fail(str(e), e.exit_code) from None
+        except KeyboardInterrupt:
+            sys.stderr.write("conductor: interrupted\n")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def config_path(ctx: typer.Context, option: Path | None) -> Path | None:
+    """A command's own --config wins over the one given before the command."""
+    if option is not None:
+        return option
+    obj = ctx.find_root().obj
+    return obj.get("config") if isinstance(obj, dict) else None

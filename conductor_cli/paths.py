@@ -1,0 +1,38 @@
+"""Where conductor keeps its files; every location can be moved by an environment variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP = "conductor"
+
+
+def config_file() -> Path:
+    env = os.environ.get("CONDUCTOR_CONFIG")
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+
+
+def data_dir() -> Path:
+    env = os.environ.get("CONDUCTOR_DATA_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir(APP))
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("CONDUCTOR_CACHE_DIR")
+    return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir(APP))
+
+
+def models_dir() -> Path:
+    env = os.environ.get("CONDUCTOR_MODELS_DIR")
+    return Path(env).expanduser() if env else data_dir() / "models"
+
+
+def private_dir(path: Path) -> Path:
+    """Create a directory readable only by its owner (it may hold prompts and answers)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
