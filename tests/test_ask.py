@@ -1,0 +1,217 @@
+"""`conductor ask` end to end on the real default model, and its error contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import assert_one_line_error, run_cli
+
+FAST = """
+[conductor]
+max_steps = 2
+
+[[workers]]
+name = "local"
+model = "gguf:smollm2-135m-instruct"
+description = "tiny local model"
+max_tokens = 48
+"""
+
+
+@pytest.fixture
+def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
+    path = tmp_path / "fast.toml"
+    path.write_text(FAST, encoding="utf-8")
+    return path
+
+
+def test_ask_with_no_config_answers(gguf_path: Path) -> None:
+    proc = run_cli("ask", "What is the capital of France?")
+    assert proc.returncode == 0, proc.stderr
+    # stdout is a pipe here: the answer alone goes to stdout, the workflow to stderr.
+    assert proc.stdout.strip()
+    assert "Workflow:" not in proc.stdout
+    assert "Workflow:" in proc.stderr and "0. local:" in proc.stderr
+    assert "\x1b[" not in proc.stdout + proc.stderr
+
+
+def test_json_output_is_one_document(fast_config: Path) -> None:
+    proc = run_cli("ask", "--config", str(fast_config), "--json", "Name a primary colour.")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    steps = doc["workflow"]["steps"]
+    assert 1 <= len(steps) <= 2
+    assert doc["answer"] == doc["steps"][-1]["output"]
+    assert doc["totals"]["model_calls"] == 1 + len(steps)
+    assert doc["totals"]["tokens_out"] > 0
+
+
+def test_stdin_and_files_reach_every_worker(fast_config: Path, tmp_path: Path) -> None:
+    attached = tmp_path / "notes.txt"
+    attached.write_text("remember MARKER-FILE-4242\n", encoding="utf-8")
+    stdin = "def add(a, b):\n    return a - b  # MARKER-STDIN-7731\n"
+    proc = run_cli(
+        "ask",
+        "--config",
+        str(fast_config),
+        "--json",
+        "--file",
+        str(attached),
+        "Fix the bug in this code.",
+        input=stdin,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["steps"]
+    for step in doc["steps"]:
+        prompt = step["messages"][-1]["content"]
+        assert "MARKER-STDIN-7731" in prompt and "MARKER-FILE-4242" in prompt
+        assert prompt.startswith("Question: Fix the bug in this code.")
+        assert f"Your task: {step['task']}" in prompt
+    # Later steps see the outputs they were given.
+    for step in doc["steps"]:
+        for j in step["sees"]:
+            assert doc["steps"][j]["output"].strip()[:40] in step["messages"][-1]["content"]
+
+
+def test_no_stdin_flag_ignores_the_pipe(fast_config: Path) -> None:
+    proc = run_cli(
+        "ask",
+        "--config",
+        str(fast_config),
+        "--json",
+        "--no-stdin",
+        "Say hi.",
+        input="MARKER-IGNORED",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "MARKER-IGNORED" not in proc.stdout
+
+
+def test_max_steps_and_worker_options(tmp_path: Path, gguf_path: Path) -> None:
+    config = tmp_path / "two.toml"
+    config.write_text(
+        FAST.replace("max_steps = 2", "max_steps = 4")
+        + '\n[[workers]]\nname = "other"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 16\n',
+        encoding="utf-8",
+    )
+    proc = run_cli(
+        "ask",
+        "--config",
+        str(config),
+        "--json",
+        "--max-steps",
+        "1",
+        "--worker",
+        "other",
+        "--seed",
+        "3",
+        "What is 2 + 2?",
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert len(doc["workflow"]["steps"]) == 1
+    assert doc["workflow"]["steps"][0]["worker"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "needles"),
+    [
+        (["ask", "   "], "", 2, ["question is empty"]),
+        (
+            ["ask", "--file", "/nonexistent/x.py", "hi"],
+            "",
+            2,
+            ["--file /nonexistent/x.py: no such"],
+        ),
+        (["ask", "--file", "/", "hi"], "", 2, ["is a directory"]),
+        (["ask", "--worker", "nobody", "hi"], "", 2, ["--worker nobody: no such worker"]),
+        (["ask", "--max-steps", "0", "hi"], "", 2, ["max_steps"]),
+        (["ask", "-m", "no-such-model", "hi"], "", 1, ["'no-such-model' is not in the catalog"]),
+        (["ask", "-m", "/nonexistent/m.gguf", "hi"], "", 1, ["model file not found"]),
+    ],
+)
+def test_user_errors_are_one_line(
+    args: list[str], stdin: str, code: int, needles: list[str], gguf_path: Path
+) -> None:
+    assert_one_line_error(run_cli(*args, input=stdin), code, *needles)
+
+
+def test_binary_stdin_is_refused(gguf_path: Path) -> None:
+    assert_one_line_error(run_cli("ask", "hi", input=b"\x00\x01\x02binary"), 2, "stdin", "binary")
+
+
+def test_missing_and_corrupt_model_files(tmp_path: Path, gguf_path: Path) -> None:
+    def config_with(model: str) -> str:
+        path = tmp_path / "c.toml"
+        path.write_text(f'[[workers]]\nname = "w"\nmodel = "gguf:{model}"\n', encoding="utf-8")
+        return str(path)
+
+    missing = run_cli("ask", "--config", config_with("/nonexistent/w.gguf"), "hi")
+    assert_one_line_error(missing, 1, "c.toml: workers[0].model: model file not found")
+
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("hello", encoding="utf-8")
+    proc = run_cli("ask", "--config", config_with(str(not_gguf)), "hi")
+    assert_one_line_error(proc, 1, "is not a GGUF model file")
+
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(gguf_path.read_bytes()[:20_000_000])
+    proc = run_cli("ask", "-m", str(truncated), "hi")
+    assert_one_line_error(proc, 1, "llama.cpp could not load", "truncated.gguf")
+
+
+def test_unreachable_worker(tmp_path: Path, gguf_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = tmp_path / "remote.toml"
+    config.write_text(
+        f'[[workers]]\nname = "remote"\nmodel = "openai/gone"\n'
+        f'api_base = "http://127.0.0.1:{port}/v1"\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "What is 1 + 1?")
+    line = assert_one_line_error(proc, 1, "step 0 (remote)", f"127.0.0.1:{port}")
+    assert "onnection" in line
+
+
+def test_missing_api_key_is_named(
+    tmp_path: Path, gguf_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CONDUCTOR_TEST_KEY", raising=False)
+    config = tmp_path / "keyed.toml"
+    config.write_text(
+        '[[workers]]\nname = "gpt"\nmodel = "openai/gpt-4.1-mini"\n'
+        'api_key_env = "CONDUCTOR_TEST_KEY"\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "hi")
+    assert_one_line_error(proc, 2, "CONDUCTOR_TEST_KEY is not set", "workers[0] (gpt)")
+
+
+def test_ctrl_c_stops_cleanly(gguf_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "conductor_cli", "ask", "Write a long essay about the sea."],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "conductor: interrupted"

@@ -1,0 +1,79 @@
+"""The real default GGUF in llama.cpp plans valid workflows, every time, for many questions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.conductor import Conductor, WorkerInfo
+from conductor_cli.inputs import Attachment
+from conductor_cli.workflow import parse_workflow
+
+POOL = [
+    WorkerInfo("local", "SmolLM2 135M: tiny, fast, weak"),
+    WorkerInfo("coder", "writes and fixes Python code"),
+    WorkerInfo("reviewer", "reviews answers and code for mistakes"),
+]
+QUESTIONS = [
+    "What is the capital of France?",
+    "Write a Python function that checks whether a number is prime.",
+    "Explain why the sky is blue.",
+    "What is 17 * 23?",
+    "Summarize the plot of Hamlet in two sentences.",
+    "Fix the bug in the attached sorting function.",
+    "Translate 'good morning' into Spanish and German.",
+    "Is 2**61 - 1 a prime number? Justify the answer.",
+    "Write a haiku about autumn rain.",
+    "Give three uses of a Python dictionary, with examples.",
+    "Which is larger, 9.11 or 9.9?",
+    "Design a SQL schema for a library with books, members and loans.",
+    "What causes the seasons on Earth?",
+    "Write a regular expression that matches an email address and test it.",
+    "Convert 100 degrees Fahrenheit to Celsius.",
+    "List the planets of the solar system in order from the sun.",
+    "Refactor a long Python function into smaller ones; explain the steps.",
+    "Who wrote 'Pride and Prejudice', and when?",
+    "Plan, write and check a bash script that counts lines in every .py file.",
+    "What is the time complexity of binary search, and why?",
+]
+
+
+@pytest.fixture(scope="module")
+def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
+    models = LlamaModels(n_ctx=4096)
+    yield LlamaCppBackend(models, gguf_path)
+    models.close()
+
+
+def test_twenty_questions_all_give_valid_workflows(conductor_backend: LlamaCppBackend) -> None:
+    names = [w.name for w in POOL]
+    limits = [1, 2, 3, 5]
+    attachment = (Attachment("stdin", "def sort(xs):\n    return xs.sort()\n"),)
+    step_counts = []
+    for i, question in enumerate(QUESTIONS):
+        max_steps = limits[i % len(limits)]
+        conductor = Conductor(conductor_backend, temperature=0.7, seed=100 + i)
+        plan = conductor.plan(
+            question, POOL, attachment if "attached" in question else (), max_steps
+        )
+        # The raw reply itself is a valid workflow: no repair was needed or done.
+        again = parse_workflow(plan.reply, names, max_steps)
+        assert again == plan.workflow and again.repairs == ()
+        assert 1 <= len(plan.workflow.steps) <= max_steps
+        for k, step in enumerate(plan.workflow.steps):
+            assert step.worker in names
+            assert all(0 <= j < k for j in step.sees)
+            assert 3 <= len(step.task.split()) <= 24
+        step_counts.append(len(plan.workflow.steps))
+    assert len(step_counts) == 20
+
+
+def test_grammar_stops_a_runaway_list(conductor_backend: LlamaCppBackend) -> None:
+    """Unconstrained, SmolLM2 can loop on `1, 1, 1, ...`; under the grammar a plan always ends."""
+    conductor = Conductor(conductor_backend, temperature=1.0, seed=7)
+    plan = conductor.plan("Plan many steps that all see each other.", POOL, (), 10)
+    assert plan.tokens_out < 10 * 450
+    assert len(plan.workflow.steps) <= 10

@@ -1,0 +1,123 @@
+"""The litellm path against a real OpenAI-compatible server: `python -m llama_cpp.server`."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import assert_one_line_error, run_cli
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(gguf_path: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(gguf_path),
+            "--model_alias",
+            "smol",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "4096",
+            "--seed",
+            "0",
+            "--verbose",
+            "False",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/models", timeout=2) as r:
+                if "smol" in r.read().decode():
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(
+                f"llama_cpp.server did not start: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        time.sleep(0.5)
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def test_worker_through_litellm(server: str, tmp_path: Path) -> None:
+    config = tmp_path / "served.toml"
+    config.write_text(
+        "[conductor]\nmax_steps = 2\n\n"
+        f'[[workers]]\nname = "served"\nmodel = "openai/smol"\napi_base = "{server}"\n'
+        'description = "SmolLM2 behind an OpenAI-compatible server"\nmax_tokens = 48\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "--json", "What is the capital of France?")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {s["worker"] for s in doc["steps"]} == {"served"}
+    assert doc["answer"].strip()
+    # Token counts come from the server's usage field, so a real call was made.
+    assert all(s["tokens_in"] > 0 and s["tokens_out"] > 0 for s in doc["steps"])
+
+
+def test_conductor_served_through_litellm(server: str, tmp_path: Path, gguf_path: Path) -> None:
+    """No grammar there: the reply is parsed, retried once, or the run fails in one line."""
+    config = tmp_path / "served-conductor.toml"
+    config.write_text(
+        f'[conductor]\nmodel = "litellm:openai/smol"\napi_base = "{server}"\nmax_steps = 2\n\n'
+        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 32\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "--json", "What is 2 + 2?")
+    if proc.returncode == 0:
+        doc = json.loads(proc.stdout)
+        assert doc["plan"]["attempts"] in (1, 2)
+        assert 1 <= len(doc["workflow"]["steps"]) <= 2
+    else:
+        assert_one_line_error(proc, 1, "wrote no valid workflow in two tries")
+
+
+def test_litellm_is_imported_only_when_a_litellm_worker_runs(gguf_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from conductor_cli import ask\n"
+        "from conductor_cli.cli.app import main\n"
+        "sys.argv = ['conductor', 'config', 'show']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('show', 'litellm' in sys.modules, 'llama_cpp' in sys.modules)\n"
+        "ask('What is 1 + 1?')\n"
+        "print('ask', 'litellm' in sys.modules, 'llama_cpp' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=os.environ.copy()
+    )
+    lines = out.stdout.strip().splitlines()
+    assert "show False False" in lines, out.stderr
+    assert lines[-1] == "ask False True", out.stderr

