@@ -1,88 +1,265 @@
-"""The library entry point: `ask` runs config -> pool -> plan -> workflow -> engine -> answer."""
+"""The library entry points: `ask` (plan, then run) and `run_workflow` (run a given workflow).
+
+Data flows one way: config -> pool -> conductor plan -> workflow -> engine -> events, and the
+events go to the caller's subscriber (a view) and to the trace writer.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from .backends.base import Backend
 from .backends.llamacpp import LlamaModels
+from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 from .catalog import Catalog, load_catalog
 from .conductor import Conductor, Plan, WorkerInfo
 from .config import Config
 from .engine import Engine, StepResult
-from .errors import InputError
-from .events import PlanReady, PlanStarted, RunFinished, Subscriber, fan_out
+from .errors import ConductorError, InputError, WorkflowError
+from .events import (
+    PlanReady,
+    PlanStarted,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    Source,
+    Subscriber,
+    fan_out,
+)
 from .inputs import Attachment
-from .pool import build_pool, conductor_backend
+from .pool import Pool, Worker, build_pool, conductor_backend
+from .trace import TraceWriter, config_secrets
+from .workflow import Workflow
 
 
 @dataclass(frozen=True)
 class RunResult:
     question: str
-    plan: Plan
+    workflow: Workflow
+    plan: Plan | None
     steps: tuple[StepResult, ...]
     answer: str
     seconds: float
+    model_calls: int
+    cache_hits: int
+    trace_path: Path | None = None
+
+    def totals(self) -> dict[str, Any]:
+        plan_in = self.plan.tokens_in if self.plan else 0
+        plan_out = self.plan.tokens_out if self.plan else 0
+        costs = [s.cost for s in self.steps]
+        return {
+            "seconds": round(self.seconds, 3),
+            "model_calls": self.model_calls,
+            "cache_hits": self.cache_hits,
+            "tokens_in": plan_in + sum(s.tokens_in for s in self.steps),
+            "tokens_out": plan_out + sum(s.tokens_out for s in self.steps),
+            "cost": None if any(c is None for c in costs) else round(sum(costs), 6),  # type: ignore[arg-type]
+        }
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "question": self.question,
-            "workflow": self.plan.workflow.to_dict(),
-            "repairs": list(self.plan.workflow.repairs),
-            "plan": {
+        plan = None
+        if self.plan is not None:
+            plan = {
                 "reply": self.plan.reply,
                 "attempts": self.plan.attempts,
                 "tokens_in": self.plan.tokens_in,
                 "tokens_out": self.plan.tokens_out,
                 "seconds": round(self.plan.seconds, 3),
-            },
+                "cached": self.plan.cached,
+            }
+        return {
+            "question": self.question,
+            "workflow": self.workflow.to_dict(),
+            "repairs": list(self.workflow.repairs),
+            "plan": plan,
             "steps": [s.to_dict() for s in self.steps],
             "answer": self.answer,
-            "totals": {
-                "seconds": round(self.seconds, 3),
-                "model_calls": self.plan.attempts + len(self.steps),
-                "tokens_in": self.plan.tokens_in + sum(s.tokens_in for s in self.steps),
-                "tokens_out": self.plan.tokens_out + sum(s.tokens_out for s in self.steps),
-            },
+            "totals": self.totals(),
+            "trace": str(self.trace_path) if self.trace_path else None,
         }
 
 
-def ask(
+class Runtime:
+    """One run's resources: the model registry, the response cache and the call counter."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        cache_mode: CacheMode = CacheMode.USE,
+        catalog: Catalog | None = None,
+        models: LlamaModels | None = None,
+    ) -> None:
+        self.config = config
+        c = config.conductor
+        self.catalog = catalog or load_catalog()
+        self._own_models = models is None
+        self.models = models or LlamaModels(
+            n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads
+        )
+        enabled = config.cache.enabled and cache_mode is not CacheMode.OFF
+        self.cache_mode = cache_mode if enabled else CacheMode.OFF
+        self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None
+        self.counter = CallCounter()
+
+    def _wrap(self, backend: Backend) -> Backend:
+        return CachedBackend(backend, self.cache, self.cache_mode, self.counter)
+
+    def pool(self) -> Pool:
+        """Resolve every worker's model (checked, fetched if needed, not yet loaded)."""
+        raw = build_pool(self.config, self.catalog, self.models)
+        return Pool(tuple(Worker(w.config, self._wrap(w.backend)) for w in raw.workers))
+
+    def conductor(self) -> Backend:
+        return self._wrap(conductor_backend(self.config, self.catalog, self.models))
+
+    def close(self) -> None:
+        if self._own_models:
+            self.models.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+def _check_workers(workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult]) -> None:
+    missing = sorted(
+        {s.worker for i, s in enumerate(workflow.steps) if i not in keep} - set(pool.names)
+    )
+    if missing:
+        raise WorkflowError(
+            f"the workflow uses workers not in the pool: {', '.join(missing)} "
+            f"(pool: {', '.join(pool.names)}). Add them to the config or map them with "
+            "--worker OLD=NEW."
+        )
+
+
+def execute(
     question: str,
     *,
     config: Config | None = None,
     attachments: Sequence[Attachment] = (),
+    workflow: Workflow | None = None,
+    keep: Mapping[int, StepResult] | None = None,
     on_event: Subscriber | None = None,
+    cache_mode: CacheMode = CacheMode.USE,
+    trace: bool = True,
+    trace_dir: Path | None = None,
+    trace_base: dict[str, Any] | None = None,
+    trace_extra: dict[str, Any] | None = None,
+    stream: bool = False,
+    workflow_source: Source = "model",
+    seed: int | None = None,
     catalog: Catalog | None = None,
     models: LlamaModels | None = None,
 ) -> RunResult:
-    """Plan a workflow for `question` with the configured conductor and run it on the pool."""
+    """Run one question: plan with the conductor unless `workflow` is given, then run it.
+
+    `keep` holds step results to reuse (resume, from-step); every event goes to `on_event`
+    and to the trace file, which is rewritten after the plan and after every step.
+    """
     if not question.strip():
-        raise InputError('the question is empty; ask something, e.g. conductor ask "...".')
+        raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
     config = config or Config()
-    catalog = catalog or load_catalog()
-    own_models = models is None
-    c = config.conductor
-    models = models or LlamaModels(
-        n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads
-    )
-    emit = fan_out(on_event)
+    keep = keep or {}
+    runtime = Runtime(config, cache_mode=cache_mode, catalog=catalog, models=models)
     start = time.monotonic()
     try:
-        # Resolve (and fetch) every model before loading any, so a bad config costs no load.
-        pool = build_pool(config, catalog, models)
-        backend = conductor_backend(config, catalog, models)
-        emit(PlanStarted(backend.identity))
-        conductor = Conductor(backend, temperature=c.temperature, seed=c.seed)
-        infos = [WorkerInfo(w.name, w.description) for w in pool.workers]
-        plan = conductor.plan(question, infos, attachments, c.max_steps)
-        emit(PlanReady(plan.workflow, plan.seconds))
-        steps = Engine(pool, emit, seed=c.seed).run(question, plan.workflow, attachments)
-        answer = steps[-1].output
-        emit(RunFinished(answer))
-        return RunResult(question, plan, tuple(steps), answer, time.monotonic() - start)
+        # Resolve (and fetch) every model before loading any: a bad config costs no load.
+        pool = runtime.pool()
+        conductor = runtime.conductor() if workflow is None else None
+        writer = None
+        if trace:
+            writer = TraceWriter(
+                question=question,
+                attachments=attachments,
+                config=config,
+                conductor_identity=conductor.identity if conductor else "(given workflow)",
+                secrets=config_secrets(config),
+                directory=trace_dir,
+                extra=trace_extra,
+                base=trace_base,
+            )
+        emit = fan_out(on_event, writer)
+        emit(RunStarted(question))
+        try:
+            plan = None
+            if workflow is None:
+                assert conductor is not None
+                emit(PlanStarted(conductor.identity))
+                c = config.conductor
+                infos = [WorkerInfo(w.name, w.description) for w in pool.workers]
+                plan = Conductor(conductor, temperature=c.temperature, seed=c.seed).plan(
+                    question, infos, attachments, c.max_steps
+                )
+                workflow = plan.workflow
+                if writer is not None:
+                    writer.set_plan(_plan_record(plan))
+                emit(
+                    PlanReady(
+                        workflow,
+                        plan.seconds,
+                        "cache" if plan.cached else "model",
+                        plan.tokens_in,
+                        plan.tokens_out,
+                    )
+                )
+            else:
+                emit(PlanReady(workflow, 0.0, workflow_source))
+            _check_workers(workflow, pool, keep)
+            engine = Engine(
+                pool, emit, seed=config.conductor.seed if seed is None else seed, stream=stream
+            )
+            steps = engine.run(question, workflow, attachments, keep)
+            result = RunResult(
+                question,
+                workflow,
+                plan,
+                tuple(steps),
+                steps[-1].output,
+                time.monotonic() - start,
+                runtime.counter.model_calls,
+                runtime.counter.cache_hits,
+                writer.path if writer else None,
+            )
+            if writer is not None:
+                writer.record["totals"] = result.totals()
+            emit(RunFinished(result.answer))
+            return result
+        except ConductorError as e:
+            emit(RunFailed(str(e)))
+            raise
+        except KeyboardInterrupt:
+            emit(RunFailed("interrupted", interrupted=True))
+            raise
     finally:
-        if own_models:
-            models.close()
+        runtime.close()
+
+
+def _plan_record(plan: Plan) -> dict[str, Any]:
+    return {
+        "reply": plan.reply,
+        "messages": list(plan.messages),
+        "attempts": plan.attempts,
+        "repairs": list(plan.workflow.repairs),
+        "tokens_in": plan.tokens_in,
+        "tokens_out": plan.tokens_out,
+        "seconds": round(plan.seconds, 3),
+        "cached": plan.cached,
+    }
+
+
+def ask(question: str, **options: Any) -> RunResult:
+    """Plan a workflow for `question` with the configured conductor and run it on the pool.
+
+    Options are those of `execute`: config, attachments, on_event, cache_mode, trace, stream…
+    """
+    return execute(question, **options)
+
+
+def run_workflow(workflow: Workflow, question: str, **options: Any) -> RunResult:
+    """Run a given (hand-written or recorded) workflow on `question`, skipping the conductor."""
+    return execute(question, workflow=workflow, **options)

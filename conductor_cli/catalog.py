@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +117,37 @@ class ResolvedModel:
     spec: str
     path: Path
     entry: CatalogEntry | None = None
+
+    def sha256(self) -> str:
+        """The file's sha256: the catalog's (verified at pull), or hashed once and remembered."""
+        if self.entry is not None and self.entry.sha256:
+            return self.entry.sha256
+        return file_sha256(self.path)
+
+
+def file_sha256(path: Path) -> str:
+    """Hash a model file, remembering the result by path, size and mtime (big files are slow)."""
+    from .config import atomic_write
+
+    stat = path.stat()
+    memo_file = paths.cache_dir() / "fingerprints.json"
+    key = str(path.resolve())
+    stamp = [stat.st_size, stat.st_mtime_ns]
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        memo = {}
+    known = memo.get(key)
+    if isinstance(known, dict) and known.get("stamp") == stamp:
+        return str(known["sha256"])
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    memo[key] = {"stamp": stamp, "sha256": digest.hexdigest()}
+    paths.private_dir(memo_file.parent)
+    atomic_write(memo_file, json.dumps(memo).encode("utf-8"))
+    return digest.hexdigest()
 
 
 def resolve_gguf(spec: str, catalog: Catalog, where: str, *, fetch: bool = True) -> ResolvedModel:

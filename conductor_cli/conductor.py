@@ -37,6 +37,7 @@ class Plan:
     tokens_in: int
     tokens_out: int
     seconds: float
+    cached: bool = False
 
 
 def _examples(names: Sequence[str], max_steps: int) -> str:
@@ -146,6 +147,7 @@ class Conductor:
                 done.tokens_in,
                 done.tokens_out,
                 time.monotonic() - start,
+                done.cached,
             )
         return self._plan_free(messages, names, max_steps, start)
 
@@ -176,6 +178,7 @@ class Conductor:
                 first.tokens_in,
                 first.tokens_out,
                 time.monotonic() - start,
+                first.cached,
             )
         except WorkflowError as e:
             error = e
@@ -204,4 +207,5 @@ class Conductor:
             first.tokens_in + second.tokens_in,
             first.tokens_out + second.tokens_out,
             time.monotonic() - start,
+            first.cached and second.cached,
         )

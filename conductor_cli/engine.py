@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .backends.base import Request
 from .errors import ConductorError
-from .events import StepFailed, StepFinished, StepStarted, Subscriber
+from .events import Source, StepFailed, StepFinished, StepStarted, StepToken, Subscriber
 from .inputs import Attachment
 from .pool import Pool, Worker
 from .workflow import Workflow
@@ -26,6 +26,8 @@ class StepResult:
     tokens_in: int
     tokens_out: int
     seconds: float
+    source: Source = "model"
+    cost: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,7 +40,25 @@ class StepResult:
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "seconds": round(self.seconds, 3),
+            "source": self.source,
+            "cost": self.cost,
         }
+
+    @classmethod
+    def from_trace(cls, record: dict[str, Any]) -> StepResult:
+        return cls(
+            index=int(record["index"]),
+            worker=str(record["worker"]),
+            task=str(record["task"]),
+            sees=tuple(record.get("sees", ())),
+            messages=tuple(record.get("messages", ())),
+            output=str(record.get("output", "")),
+            tokens_in=int(record.get("tokens_in", 0)),
+            tokens_out=int(record.get("tokens_out", 0)),
+            seconds=float(record.get("seconds", 0.0)),
+            source="trace",
+            cost=record.get("cost"),
+        )
 
 
 def worker_system_prompt(worker: Worker) -> str:
@@ -78,45 +98,93 @@ class Engine:
     pool: Pool
     emit: Subscriber
     seed: int = 0
+    stream: bool = False  # emit StepToken events as outputs arrive (for a live view)
 
     def run(
-        self, question: str, workflow: Workflow, attachments: Sequence[Attachment]
+        self,
+        question: str,
+        workflow: Workflow,
+        attachments: Sequence[Attachment],
+        done: Mapping[int, StepResult] | None = None,
     ) -> list[StepResult]:
-        """Run the steps in order; a failed step ends the run with its error, naming the step."""
+        """Run the steps in order; steps in `done` are kept as recorded, not run again.
+
+        A failed step ends the run with its error, naming the step.
+        """
+        done = done or {}
         outputs: list[str] = []
         results: list[StepResult] = []
-        for i, step in enumerate(workflow.steps):
-            worker = self.pool.get(step.worker)
-            messages = step_messages(question, attachments, workflow, i, outputs, worker)
-            self.emit(StepStarted(i, worker.name, step.task, messages))
-            start = time.monotonic()
-            try:
-                done = worker.backend.complete(
-                    Request(
-                        messages=messages,
-                        max_tokens=worker.config.max_tokens,
-                        temperature=worker.config.temperature,
-                        seed=self.seed + i + 1,
+        for i in range(len(workflow.steps)):
+            if i in done:
+                kept = done[i]
+                self.emit(StepStarted(i, kept.worker, kept.task, kept.messages))
+                self.emit(
+                    StepFinished(
+                        i,
+                        kept.worker,
+                        kept.output,
+                        kept.tokens_in,
+                        kept.tokens_out,
+                        kept.seconds,
+                        "trace",
+                        kept.cost,
                     )
                 )
-            except ConductorError as e:
-                self.emit(StepFailed(i, worker.name, str(e)))
-                raise type(e)(f"step {i} ({worker.name}): {e}") from None
-            seconds = time.monotonic() - start
-            outputs.append(done.text)
-            result = StepResult(
-                i,
-                worker.name,
-                step.task,
-                step.sees,
-                messages,
-                done.text,
-                done.tokens_in,
-                done.tokens_out,
-                seconds,
-            )
-            results.append(result)
-            self.emit(
-                StepFinished(i, worker.name, done.text, done.tokens_in, done.tokens_out, seconds)
-            )
+                outputs.append(kept.output)
+                results.append(kept)
+                continue
+            results.append(self._run_step(question, workflow, i, attachments, outputs))
+            outputs.append(results[-1].output)
         return results
+
+    def _run_step(
+        self,
+        question: str,
+        workflow: Workflow,
+        i: int,
+        attachments: Sequence[Attachment],
+        outputs: Sequence[str],
+    ) -> StepResult:
+        step = workflow.steps[i]
+        worker = self.pool.get(step.worker)
+        messages = step_messages(question, attachments, workflow, i, outputs, worker)
+        self.emit(StepStarted(i, worker.name, step.task, messages))
+        start = time.monotonic()
+
+        def on_text(piece: str) -> None:
+            self.emit(StepToken(i, piece))
+
+        try:
+            done = worker.backend.complete(
+                Request(
+                    messages=messages,
+                    max_tokens=worker.config.max_tokens,
+                    temperature=worker.config.temperature,
+                    seed=self.seed + i + 1,
+                ),
+                on_text if self.stream else None,
+            )
+        except ConductorError as e:
+            self.emit(StepFailed(i, worker.name, str(e)))
+            raise type(e)(f"step {i} ({worker.name}): {e}") from None
+        seconds = time.monotonic() - start
+        source: Source = "cache" if done.cached else "model"
+        cost = 0.0 if worker.config.model.startswith("gguf:") else None
+        self.emit(
+            StepFinished(
+                i, worker.name, done.text, done.tokens_in, done.tokens_out, seconds, source, cost
+            )
+        )
+        return StepResult(
+            i,
+            worker.name,
+            step.task,
+            step.sees,
+            messages,
+            done.text,
+            done.tokens_in,
+            done.tokens_out,
+            seconds,
+            source,
+            cost,
+        )

@@ -41,3 +41,9 @@ class WorkerError(ConductorError):
     """A model call failed (unreachable server, missing key, bad answer)."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+class TraceError(ConductorError):
+    """A trace file is missing, damaged, or from a newer conductor."""
+
+    exit_code = EXIT_USAGE

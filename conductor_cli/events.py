@@ -1,17 +1,30 @@
-"""What happens during a run, as records that views and traces subscribe to."""
+"""What happens during a run, as records that views and traces subscribe to.
+
+The engine and the conductor only emit; the live view, the plain progress lines and the trace
+writer only listen. A replay feeds recorded events to the same subscribers.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from .workflow import Workflow
+
+# Where an output came from: a real model call, the response cache, or a recorded trace.
+Source = Literal["model", "cache", "trace"]
 
 
 def _now() -> float:
     return time.time()
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    question: str
+    at: float = field(default_factory=_now)
 
 
 @dataclass(frozen=True)
@@ -24,6 +37,9 @@ class PlanStarted:
 class PlanReady:
     workflow: Workflow
     seconds: float
+    source: Source = "model"
+    tokens_in: int = 0
+    tokens_out: int = 0
     at: float = field(default_factory=_now)
 
 
@@ -37,6 +53,15 @@ class StepStarted:
 
 
 @dataclass(frozen=True)
+class StepToken:
+    """A piece of a step's output as it streams (only emitted when someone watches live)."""
+
+    index: int
+    text: str
+    at: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
 class StepFinished:
     index: int
     worker: str
@@ -44,6 +69,8 @@ class StepFinished:
     tokens_in: int
     tokens_out: int
     seconds: float
+    source: Source = "model"
+    cost: float | None = None
     at: float = field(default_factory=_now)
 
 
@@ -61,7 +88,24 @@ class RunFinished:
     at: float = field(default_factory=_now)
 
 
-Event = PlanStarted | PlanReady | StepStarted | StepFinished | StepFailed | RunFinished
+@dataclass(frozen=True)
+class RunFailed:
+    error: str
+    interrupted: bool = False
+    at: float = field(default_factory=_now)
+
+
+Event = (
+    RunStarted
+    | PlanStarted
+    | PlanReady
+    | StepStarted
+    | StepToken
+    | StepFinished
+    | StepFailed
+    | RunFinished
+    | RunFailed
+)
 Subscriber = Callable[[Any], None]
 
 
@@ -74,3 +118,52 @@ def fan_out(*subscribers: Subscriber | None) -> Subscriber:
             s(event)
 
     return emit
+
+
+_TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        RunStarted,
+        PlanStarted,
+        PlanReady,
+        StepStarted,
+        StepToken,
+        StepFinished,
+        StepFailed,
+        RunFinished,
+        RunFailed,
+    )
+}
+
+
+def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
+    """A JSON-able record of an event; prompt messages are left out unless asked for."""
+    out: dict[str, Any] = {"type": type(event).__name__}
+    for name in event.__dataclass_fields__:
+        value = getattr(event, name)
+        if name == "messages" and not with_messages:
+            continue
+        if isinstance(value, Workflow):
+            value = value.to_dict()
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[name] = value
+    return out
+
+
+def event_from_dict(record: dict[str, Any]) -> Any:
+    """Rebuild an event recorded by `event_to_dict` (for replay and `traces show`)."""
+    from .workflow import Step
+
+    cls = _TYPES.get(record.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown event type {record.get('type')!r}")
+    kwargs = {k: v for k, v in record.items() if k != "type" and k in cls.__dataclass_fields__}
+    if cls is PlanReady:
+        steps = kwargs["workflow"]["steps"]
+        kwargs["workflow"] = Workflow(
+            tuple(Step(s["worker"], s["task"], tuple(s["sees"])) for s in steps)
+        )
+    if cls is StepStarted:
+        kwargs["messages"] = tuple(kwargs.get("messages", ()))
+    return cls(**kwargs)

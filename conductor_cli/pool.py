@@ -55,7 +55,7 @@ def build_pool(config: Config, catalog: Catalog, models: LlamaModels) -> Pool:
         backend: Backend
         if wc.model.startswith(GGUF_PREFIX):
             resolved = resolve_gguf(wc.model.removeprefix(GGUF_PREFIX), catalog, where)
-            backend = LlamaCppBackend(models, resolved.path)
+            backend = LlamaCppBackend(models, resolved.path, resolved.sha256())
         else:
             backend = LiteLLMBackend(
                 wc.model.removeprefix(LITELLM_PREFIX),
@@ -79,4 +79,4 @@ def conductor_backend(config: Config, catalog: Catalog, models: LlamaModels) -> 
         )
     spec = c.model.removeprefix(GGUF_PREFIX)
     resolved = resolve_gguf(spec, catalog, _where(config, "conductor.model"))
-    return LlamaCppBackend(models, resolved.path)
+    return LlamaCppBackend(models, resolved.path, resolved.sha256())

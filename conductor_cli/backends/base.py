@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+TextSink = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -26,15 +29,41 @@ class Completion:
     tokens_in: int
     tokens_out: int
     finish_reason: str = "stop"
+    cached: bool = False
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "finish_reason": self.finish_reason,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], *, cached: bool = False) -> Completion:
+        return cls(
+            text=str(record["text"]),
+            tokens_in=int(record.get("tokens_in", 0)),
+            tokens_out=int(record.get("tokens_out", 0)),
+            finish_reason=str(record.get("finish_reason", "stop")),
+            cached=cached,
+        )
 
 
 class Backend(Protocol):
     @property
     def identity(self) -> str:
-        """What model answers: a GGUF path or a litellm model string with its api_base."""
+        """What model answers, for people: a GGUF path or a litellm model string and api_base."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """What model answers, for the cache: the GGUF's sha256, or the litellm identity."""
         ...
 
     @property
     def supports_grammar(self) -> bool: ...
 
-    def complete(self, request: Request) -> Completion: ...
+    def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
+        """Answer `request`; with `on_text`, stream the output to it piece by piece."""
+        ...

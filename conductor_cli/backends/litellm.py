@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigError, WorkerError
-from .base import Completion, Request
+from .base import Completion, Request, TextSink
 
 # A local OpenAI-compatible server needs no key, but the OpenAI client insists on one.
 _PLACEHOLDER_KEY = "sk-no-key-needed"
@@ -50,6 +50,10 @@ class LiteLLMBackend:
         return f"litellm:{self.model}@{self.api_base}" if self.api_base else f"litellm:{self.model}"
 
     @property
+    def fingerprint(self) -> str:
+        return self.identity
+
+    @property
     def supports_grammar(self) -> bool:
         return False
 
@@ -64,7 +68,7 @@ class LiteLLMBackend:
             return key
         return _PLACEHOLDER_KEY if self.api_base else None
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         key = self._api_key()
         litellm = _import_litellm()
         kwargs: dict[str, Any] = {}
@@ -72,6 +76,9 @@ class LiteLLMBackend:
             kwargs["api_base"] = self.api_base
         if key:
             kwargs["api_key"] = key
+        if on_text is not None:
+            kwargs["stream"] = True
+            kwargs["stream_options"] = {"include_usage": True}
         try:
             response = litellm.completion(
                 model=self.model,
@@ -84,6 +91,8 @@ class LiteLLMBackend:
                 drop_params=True,
                 **kwargs,
             )
+            if on_text is not None:
+                return _from_stream(response, on_text)
         except Exception as e:  # litellm raises many types; all mean "this call failed"
             target = self.api_base or self.model
             raise WorkerError(f"{self.model} at {target}: {_short(e)}") from None
@@ -95,3 +104,23 @@ class LiteLLMBackend:
             tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
             finish_reason=choice.finish_reason or "stop",
         )
+
+
+def _from_stream(chunks: Any, on_text: TextSink) -> Completion:
+    parts: list[str] = []
+    finish = "stop"
+    tokens_in = tokens_out = 0
+    for chunk in chunks:
+        usage = getattr(chunk, "usage", None)
+        if usage:
+            tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
+            tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        piece = getattr(choice.delta, "content", None)
+        if piece:
+            parts.append(piece)
+            on_text(piece)
+        finish = choice.finish_reason or finish
+    return Completion("".join(parts), tokens_in, tokens_out, finish)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError, WorkerError
-from .base import Completion, Request
+from .base import Completion, Request, TextSink
 
 
 @dataclass
@@ -68,19 +68,24 @@ class LlamaModels:
 
 
 class LlamaCppBackend:
-    def __init__(self, models: LlamaModels, path: Path) -> None:
+    def __init__(self, models: LlamaModels, path: Path, sha256: str) -> None:
         self._models = models
         self.path = path
+        self.sha256 = sha256
 
     @property
     def identity(self) -> str:
         return f"gguf:{self.path}"
 
     @property
+    def fingerprint(self) -> str:
+        return f"gguf-sha256:{self.sha256}"
+
+    @property
     def supports_grammar(self) -> bool:
         return True
 
-    def complete(self, request: Request) -> Completion:
+    def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         loaded = self._models.get(self.path)
         kwargs: dict[str, Any] = {}
         with loaded.lock:
@@ -99,16 +104,44 @@ class LlamaCppBackend:
                     temperature=request.temperature,
                     seed=request.seed,
                     repeat_penalty=request.repeat_penalty,
+                    stream=on_text is not None,
                     **kwargs,
                 )
+                if on_text is None:
+                    return _from_response(out)
+                return _from_stream(loaded.llama, out, on_text)
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
-        choice = out["choices"][0]
-        usage = out.get("usage") or {}
-        return Completion(
-            text=choice["message"]["content"] or "",
-            tokens_in=int(usage.get("prompt_tokens", 0)),
-            tokens_out=int(usage.get("completion_tokens", 0)),
-            finish_reason=choice.get("finish_reason") or "stop",
-        )
+
+
+def _from_response(out: dict[str, Any]) -> Completion:
+    choice = out["choices"][0]
+    usage = out.get("usage") or {}
+    return Completion(
+        text=choice["message"]["content"] or "",
+        tokens_in=int(usage.get("prompt_tokens", 0)),
+        tokens_out=int(usage.get("completion_tokens", 0)),
+        finish_reason=choice.get("finish_reason") or "stop",
+    )
+
+
+def _from_stream(llama: Any, chunks: Any, on_text: TextSink) -> Completion:
+    parts: list[str] = []
+    finish = "stop"
+    for chunk in chunks:
+        choice = chunk["choices"][0]
+        piece = choice.get("delta", {}).get("content")
+        if piece:
+            parts.append(piece)
+            on_text(piece)
+        finish = choice.get("finish_reason") or finish
+    text = "".join(parts)
+    # A stream carries no usage; n_tokens is everything in the context after the call.
+    tokens_out = len(llama.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+    return Completion(
+        text=text,
+        tokens_in=max(int(llama.n_tokens) - tokens_out, 0),
+        tokens_out=tokens_out,
+        finish_reason=finish,
+    )

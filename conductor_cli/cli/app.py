@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
 
 from .. import __version__
 from . import ask as ask_cmd
-from . import config_cmd, models
+from . import cache_cmd, config_cmd, models, traces
 from .common import ConfigOption
 
 app = typer.Typer(
@@ -40,9 +41,19 @@ def root(
 
 
 app.command("ask")(ask_cmd.ask)
+app.command("run")(ask_cmd.run)
+app.command("replay")(traces.replay)
+app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
+app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
 app.add_typer(models.app, name="models", help="List, fetch and locate GGUF models.")
 app.add_typer(config_cmd.app, name="config", help="Show, locate and create the config file.")
 
 
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    # SIGTERM takes the same clean path as Ctrl-C: the trace is marked interrupted, exit 130.
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     app()

@@ -1,36 +1,67 @@
-"""`conductor ask`: plan a workflow for a question, run it, print the answer."""
+"""`conductor ask` and `conductor run`: a question in, a workflow run, the answer out."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from .common import ConfigOption, config_path, handle_errors
+from .present import print_answer, print_json, watching
+
+FileOption = Annotated[
+    list[Path] | None,
+    typer.Option("--file", "-f", help="Attach a text file (repeatable).", show_default=False),
+]
+NoStdin = Annotated[bool, typer.Option("--no-stdin", help="Do not read piped standard input.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
+Refresh = Annotated[
+    bool, typer.Option("--refresh", help="Call every model again and overwrite the cache.")
+]
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document: workflow, steps, answer, totals.")
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print the answer only.")]
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Progress lines on stderr when not on a terminal.")
+]
 
 
-def format_workflow(workflow: object) -> str:
-    from ..workflow import Workflow
+def read_attachments(files: list[Path] | None, no_stdin: bool) -> list[Any]:
+    from ..inputs import read_file, read_stdin
 
-    assert isinstance(workflow, Workflow)
-    lines = []
-    for i, step in enumerate(workflow.steps):
-        sees = ", ".join(str(j) for j in step.sees) if step.sees else "only the question"
-        lines.append(f"  {i}. {step.worker}: {step.task}  [sees: {sees}]")
-    return "\n".join(lines)
+    attachments = []
+    if not no_stdin and not sys.stdin.isatty():
+        piped = read_stdin(sys.stdin.buffer)
+        if piped is not None:
+            attachments.append(piped)
+    attachments.extend(read_file(p) for p in files or [])
+    return attachments
+
+
+def cache_mode(no_cache: bool, refresh: bool) -> Any:
+    from ..cache import CacheMode
+    from ..errors import InputError
+
+    if no_cache and refresh:
+        raise InputError("--no-cache and --refresh exclude each other; pick one.")
+    return CacheMode.OFF if no_cache else CacheMode.REFRESH if refresh else CacheMode.USE
+
+
+def show_result(result: Any, *, as_json: bool) -> None:
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        print_answer(result.answer)
 
 
 @handle_errors
 def ask(
     ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="The question. Piped stdin is attached to it.")],
-    file: Annotated[
-        list[Path] | None,
-        typer.Option("--file", "-f", help="Attach a text file (repeatable).", show_default=False),
-    ] = None,
+    file: FileOption = None,
     conductor: Annotated[
         str | None,
         typer.Option(
@@ -47,42 +78,80 @@ def ask(
         int | None, typer.Option("--max-steps", help="Most steps the workflow may have.")
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document: workflow, steps, answer.")
-    ] = False,
-    no_stdin: Annotated[
-        bool, typer.Option("--no-stdin", help="Do not read piped standard input.")
-    ] = False,
+    no_cache: NoCache = False,
+    refresh: Refresh = False,
+    as_json: AsJson = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
+    no_stdin: NoStdin = False,
     config: ConfigOption = None,
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
     from ..api import ask as run_ask
     from ..config import load_config, restrict_workers, with_conductor
     from ..errors import InputError
-    from ..inputs import read_file, read_stdin
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
+    mode = cache_mode(no_cache, refresh)
     # Read everything the user gave and validate the config before any model is loaded.
-    attachments = []
-    if not no_stdin and not sys.stdin.isatty():
-        piped = read_stdin(sys.stdin.buffer)
-        if piped is not None:
-            attachments.append(piped)
-    attachments.extend(read_file(p) for p in file or [])
+    attachments = read_attachments(file, no_stdin)
     cfg = load_config(config_path(ctx, config))
     cfg = restrict_workers(cfg, worker or [])
     cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, seed=seed)
+    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
+        result = run_ask(
+            question,
+            config=cfg,
+            attachments=attachments,
+            on_event=view,
+            cache_mode=mode,
+            stream=stream,
+        )
+    show_result(result, as_json=as_json)
 
-    result = run_ask(question, config=cfg, attachments=attachments)
 
-    if as_json:
-        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False, indent=2))
-        return
-    workflow_text = f"Workflow:\n{format_workflow(result.plan.workflow)}\n"
-    if sys.stdout.isatty():
-        typer.echo(workflow_text)
-    else:
-        # Piped: the answer alone goes to stdout, so `conductor ask ... > answer.md` works.
-        sys.stderr.write(workflow_text + "\n")
-    typer.echo(result.answer.strip())
+@handle_errors
+def run(
+    ctx: typer.Context,
+    workflow_file: Annotated[
+        Path, typer.Argument(help="A workflow: our JSON form or the paper's three lists.")
+    ],
+    question: Annotated[str, typer.Argument(help="The question. Piped stdin is attached to it.")],
+    file: FileOption = None,
+    no_cache: NoCache = False,
+    refresh: Refresh = False,
+    as_json: AsJson = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
+    no_stdin: NoStdin = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run a hand-written workflow on a question, skipping the conductor."""
+    from ..api import run_workflow
+    from ..config import MAX_STEPS_LIMIT, load_config
+    from ..errors import InputError, WorkflowError
+    from ..workflow import parse_workflow
+
+    mode = cache_mode(no_cache, refresh)
+    try:
+        text = workflow_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{workflow_file}: cannot read the workflow file: {e}.") from None
+    attachments = read_attachments(file, no_stdin)
+    cfg = load_config(config_path(ctx, config))
+    try:
+        workflow = parse_workflow(text, [w.name for w in cfg.workers], MAX_STEPS_LIMIT)
+    except WorkflowError as e:
+        raise WorkflowError(f"{workflow_file}: {e}") from None
+    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
+        result = run_workflow(
+            workflow,
+            question,
+            config=cfg,
+            attachments=attachments,
+            on_event=view,
+            cache_mode=mode,
+            stream=stream,
+        )
+    show_result(result, as_json=as_json)

@@ -1,0 +1,131 @@
+"""The response cache: every model call, keyed by a hash of its canonical request.
+
+Values are JSON records (diskcache's JSONDisk, never pickle: a pickled cache lets anyone who
+can write the directory run code in conductor, CVE-2025-69872). SQLite underneath makes it
+safe for several conductor processes at once. Keys and values never hold secrets: the key
+hashes the model fingerprint and the request, and API keys are not part of either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .backends.base import Backend, Completion, Request, TextSink
+
+KEY_VERSION = 1
+
+
+class CacheMode(StrEnum):
+    USE = "use"  # read hits, write misses
+    REFRESH = "refresh"  # always call, overwrite
+    OFF = "off"  # neither read nor write
+
+
+def request_key(fingerprint: str, request: Request) -> str:
+    canonical = {
+        "v": KEY_VERSION,
+        "model": fingerprint,
+        "messages": list(request.messages),
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "grammar": request.grammar,
+        "repeat_penalty": request.repeat_penalty,
+    }
+    blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    def __init__(self, directory: Path | None = None, size_limit_mb: int = 2048) -> None:
+        import diskcache
+
+        self.directory = directory or paths.cache_dir() / "responses"
+        paths.private_dir(self.directory)
+        self._cache = diskcache.Cache(
+            str(self.directory),
+            disk=diskcache.JSONDisk,
+            size_limit=size_limit_mb * 1024 * 1024,
+            eviction_policy="least-recently-used",
+            timeout=60,  # wait for another process's write rather than fail
+        )
+
+    def get(self, key: str) -> Completion | None:
+        record = self._cache.get(key)
+        if not isinstance(record, dict) or "text" not in record:
+            return None
+        return Completion.from_record(record, cached=True)
+
+    def put(self, key: str, completion: Completion) -> None:
+        self._cache.set(key, completion.to_record())
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "path": str(self.directory),
+            "entries": len(self._cache),
+            "bytes": int(self._cache.volume()),
+            "size_limit_bytes": int(self._cache.size_limit),
+        }
+
+    def clear(self) -> int:
+        return int(self._cache.clear())
+
+    def close(self) -> None:
+        self._cache.close()
+
+
+@dataclass
+class CallCounter:
+    """Counts at the backend boundary: real model calls versus answers served by the cache."""
+
+    model_calls: int = 0
+    cache_hits: int = 0
+
+
+class CachedBackend:
+    """Any backend, behind the cache."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        cache: ResponseCache | None,
+        mode: CacheMode,
+        counter: CallCounter,
+    ) -> None:
+        self.backend = backend
+        self.cache = cache if mode is not CacheMode.OFF else None
+        self.mode = mode
+        self.counter = counter
+
+    @property
+    def identity(self) -> str:
+        return self.backend.identity
+
+    @property
+    def fingerprint(self) -> str:
+        return self.backend.fingerprint
+
+    @property
+    def supports_grammar(self) -> bool:
+        return self.backend.supports_grammar
+
+    def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
+        key = request_key(self.backend.fingerprint, request) if self.cache else ""
+        if self.cache is not None and self.mode is CacheMode.USE:
+            hit = self.cache.get(key)
+            if hit is not None:
+                self.counter.cache_hits += 1
+                if on_text is not None and hit.text:
+                    on_text(hit.text)
+                return hit
+        self.counter.model_calls += 1
+        done = self.backend.complete(request, on_text)
+        if self.cache is not None:
+            self.cache.put(key, done)
+        return done

@@ -1,0 +1,60 @@
+"""How a run is shown: a live tree on a terminal, plain lines with --verbose, or nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..events import Subscriber
+
+
+@contextmanager
+def watching(
+    *, quiet: bool, verbose: bool, as_json: bool
+) -> Iterator[tuple[Subscriber | None, bool]]:
+    """Yield the subscriber that shows the run, and whether it wants streamed tokens.
+
+    The tree goes to stderr, so stdout holds only the answer even while a run is watched.
+    """
+    if quiet or as_json:
+        yield None, False
+        return
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    if err.is_terminal:
+        from ..view import LiveTreeView
+
+        view = LiveTreeView(err)
+        view.start()
+        try:
+            yield view, True
+        finally:
+            view.stop()  # leaves the final tree on screen, also after Ctrl-C
+        return
+    if verbose:
+        from ..view import PlainProgress
+
+        yield PlainProgress(sys.stderr), False
+        return
+    yield None, False
+
+
+def print_answer(answer: str) -> None:
+    """Markdown on a terminal; the plain text, unchanged, when piped."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.markdown import Markdown
+
+        Console().print(Markdown(answer))
+    else:
+        sys.stdout.write(answer.strip() + "\n")
+        sys.stdout.flush()
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    sys.stdout.flush()

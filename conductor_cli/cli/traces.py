@@ -1,0 +1,142 @@
+"""`conductor traces` and `conductor replay`: look at past runs, replay them, resume them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .ask import AsJson, Quiet, Verbose, show_result
+from .common import ConfigOption, config_path, handle_errors
+from .present import print_answer, print_json, watching
+
+app = typer.Typer(no_args_is_help=True)
+
+TraceRef = Annotated[str, typer.Argument(help="Trace id (or a unique prefix) or path.")]
+
+
+@app.command("list")
+@handle_errors
+def list_cmd(as_json: AsJson = False) -> None:
+    """List traces, newest first."""
+    from ..trace import list_traces
+
+    rows = list_traces()
+    if as_json:
+        print_json(rows)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    for col in ("id", "time", "status", "steps", "duration", "question"):
+        table.add_column(col, overflow="ellipsis", no_wrap=True)
+    for r in rows:
+        steps = f"{r['steps_done']}/{r['steps']}"
+        duration = f"{r['duration']:.1f}s" if isinstance(r["duration"], int | float) else ""
+        question = (r["question"] or "").replace("\n", " ")[:80]
+        table.add_row(r["id"], (r["time"] or "")[:19], r["status"], steps, duration, question)
+    Console().print(table)
+
+
+@app.command("show")
+@handle_errors
+def show(ref: TraceRef, as_json: AsJson = False) -> None:
+    """Show a trace as a tree (or the whole trace with --json)."""
+    from rich.console import Console
+
+    from ..events import event_from_dict
+    from ..trace import load_trace
+    from ..view import RunState, render_static
+
+    record = load_trace(ref)
+    if as_json:
+        record.pop("_path", None)
+        print_json(record)
+        return
+    state = RunState()
+    for raw in record.get("events") or []:
+        state.apply(event_from_dict(raw))
+    render_static(state, Console())
+    if record.get("answer") is not None:
+        print_answer(record["answer"])
+
+
+@app.command("rm")
+@handle_errors
+def rm(refs: Annotated[list[str], typer.Argument(help="Trace ids or paths.")]) -> None:
+    """Delete traces."""
+    from ..trace import resolve_trace_path
+
+    for path in [resolve_trace_path(r) for r in refs]:
+        path.unlink()
+        typer.echo(f"removed {path}")
+
+
+@handle_errors
+def replay(
+    ctx: typer.Context,
+    ref: TraceRef,
+    speed: Annotated[
+        float, typer.Option("--speed", help="Play at the recorded pace times N (0: instant).")
+    ] = 0.0,
+    live: Annotated[bool, typer.Option("--live", help="Call the workers again.")] = False,
+    worker: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--worker",
+            "-w",
+            help="OLD=NEW sends OLD's steps to NEW; a lone NAME takes all steps.",
+            show_default=False,
+        ),
+    ] = None,
+    from_step: Annotated[
+        int | None, typer.Option("--from-step", help="Keep steps before K, recompute from K.")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Finish an interrupted trace (missing steps only).")
+    ] = False,
+    as_json: AsJson = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
+    config: ConfigOption = None,
+) -> None:
+    """Replay a trace: offline from the record by default, or run its workflow again."""
+    from ..config import load_config
+    from ..errors import InputError, TraceError
+    from ..replay import parse_worker_map, play, rerun
+    from ..trace import load_trace
+
+    record = load_trace(ref)
+    if sum([live, from_step is not None, resume]) > 1:
+        raise InputError("--live, --from-step and --resume exclude each other; pick one.")
+    again = live or from_step is not None or resume or bool(worker) or config is not None
+    if not again:
+        if speed < 0:
+            raise InputError("--speed must be 0 (instant) or more.")
+        with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, _):
+            answer = play(record, view or (lambda _e: None), speed=speed)
+        if answer is None:
+            raise TraceError(
+                f"trace {record.get('id')} did not finish (status {record.get('status')}); "
+                f"finish it with `conductor replay --resume {record.get('id')}`."
+            )
+        if as_json:
+            record.pop("_path", None)
+            print_json(record)
+        else:
+            print_answer(answer)
+        return
+    cfg = load_config(config_path(ctx, config))
+    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
+        result = rerun(
+            record,
+            config=cfg,
+            live=live,
+            from_step=from_step,
+            resume=resume,
+            worker_map=parse_worker_map(worker or []),
+            on_event=view,
+            stream=stream,
+        )
+    show_result(result, as_json=as_json)

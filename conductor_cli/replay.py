@@ -1,0 +1,158 @@
+"""Replaying traces: play the recorded run offline, or run its workflow again.
+
+- `play`: re-emits the recorded events (no model, no network, no workers needed), optionally
+  at the recorded pace.
+- `rerun`: runs the recorded workflow again: `live` calls every worker anew, `from_step=K`
+  keeps steps before K and recomputes from K, `resume` runs only the steps that never finished
+  and writes them into the same trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .api import RunResult, execute
+from .cache import CacheMode
+from .config import Config
+from .engine import StepResult
+from .errors import TraceError, WorkflowError
+from .events import PlanReady, StepFinished, Subscriber, event_from_dict
+from .inputs import Attachment
+from .workflow import Step, Workflow
+
+
+def trace_workflow(record: dict[str, Any]) -> Workflow | None:
+    wf = record.get("workflow")
+    if not wf:
+        return None
+    try:
+        return Workflow(tuple(Step(s["worker"], s["task"], tuple(s["sees"])) for s in wf["steps"]))
+    except (KeyError, TypeError) as e:
+        raise TraceError(
+            f"{record.get('_path')}: the recorded workflow is damaged ({e})."
+        ) from None
+
+
+def trace_attachments(record: dict[str, Any]) -> list[Attachment]:
+    return [Attachment(i["name"], i.get("text", "")) for i in record.get("inputs") or []]
+
+
+def play(
+    record: dict[str, Any],
+    emit: Subscriber,
+    *,
+    speed: float = 0.0,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """Re-emit a trace's events; `speed` 1 is the recorded pace, 2 twice as fast, 0 instant.
+
+    Returns the recorded answer, or None when the run never finished.
+    """
+    previous: float | None = None
+    for raw in record.get("events") or []:
+        try:
+            event = event_from_dict(raw)
+        except (ValueError, TypeError, KeyError) as e:
+            raise TraceError(f"{record.get('_path')}: a recorded event is damaged ({e}).") from None
+        if speed > 0 and previous is not None:
+            sleep(max(0.0, (event.at - previous) / speed))
+        previous = event.at
+        if isinstance(event, StepFinished | PlanReady):
+            event = dataclasses.replace(event, source="trace")
+        emit(event)
+    return record.get("answer") if record.get("status") == "done" else None
+
+
+def remap(workflow: Workflow, mapping: Mapping[str, str]) -> Workflow:
+    """Send each step of worker OLD to NEW ('*' maps every worker)."""
+    if not mapping:
+        return workflow
+    steps = tuple(
+        dataclasses.replace(s, worker=mapping.get(s.worker, mapping.get("*", s.worker)))
+        for s in workflow.steps
+    )
+    return Workflow(steps)
+
+
+def parse_worker_map(values: list[str]) -> dict[str, str]:
+    """`--worker OLD=NEW` pairs; a lone `NEW` sends every step to that worker."""
+    mapping: dict[str, str] = {}
+    for value in values:
+        old, sep, new = value.partition("=")
+        if not sep:
+            old, new = "*", value
+        if not old.strip() or not new.strip():
+            raise WorkflowError(f"--worker {value!r}: expected OLD=NEW or a worker name.")
+        mapping[old.strip()] = new.strip()
+    return mapping
+
+
+def rerun(
+    record: dict[str, Any],
+    *,
+    config: Config,
+    live: bool = False,
+    from_step: int | None = None,
+    resume: bool = False,
+    worker_map: Mapping[str, str] | None = None,
+    on_event: Subscriber | None = None,
+    stream: bool = False,
+) -> RunResult:
+    question = str(record["question"])
+    attachments = trace_attachments(record)
+    workflow = trace_workflow(record)
+    seed = int((record.get("conductor") or {}).get("seed", config.conductor.seed))
+    recorded = {
+        int(s["index"]): StepResult.from_trace(s)
+        for s in record.get("steps") or []
+        if s.get("status") == "done"
+    }
+    if resume:
+        if record.get("status") == "done":
+            raise TraceError(f"trace {record.get('id')} is already complete; nothing to resume.")
+        # Keep every finished step; run the rest (and the plan, if it never finished).
+        return execute(
+            question,
+            config=config,
+            attachments=attachments,
+            workflow=remap(workflow, worker_map or {}) if workflow else None,
+            keep=recorded if workflow else {},
+            on_event=on_event,
+            seed=seed,
+            trace_base=record,
+            stream=stream,
+            workflow_source="trace",
+        )
+    if workflow is None:
+        raise TraceError(
+            f"trace {record.get('id')} has no workflow (it stopped while planning); "
+            "use --resume to plan and run it."
+        )
+    keep: dict[int, StepResult] = {}
+    if from_step is not None:
+        if not 0 <= from_step < len(workflow.steps):
+            raise WorkflowError(
+                f"--from-step {from_step}: the workflow has steps 0..{len(workflow.steps) - 1}."
+            )
+        missing = [i for i in range(from_step) if i not in recorded]
+        if missing:
+            raise TraceError(
+                f"--from-step {from_step}: steps {missing} never finished in the trace."
+            )
+        keep = {i: recorded[i] for i in range(from_step)}
+    return execute(
+        question,
+        config=config,
+        attachments=attachments,
+        workflow=remap(workflow, worker_map or {}),
+        keep=keep,
+        on_event=on_event,
+        seed=seed,
+        cache_mode=CacheMode.REFRESH,
+        stream=stream,
+        workflow_source="trace",
+        trace_extra={"replay_of": record.get("id")},
+    )

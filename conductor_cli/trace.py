@@ -1,0 +1,266 @@
+"""Traces: one JSON file per run, written atomically as the run goes, loadable and replayable.
+
+The file is rewritten (temp file + rename) after the plan and after every step, so an
+interrupted or crashed run still leaves a valid trace holding every finished step. Secrets
+(the values of the environment variables named by `api_key_env`) are scrubbed before writing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets as random_ids
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import paths
+from .config import Config, atomic_write
+from .errors import TraceError
+from .events import (
+    PlanReady,
+    RunFailed,
+    RunFinished,
+    StepFailed,
+    StepFinished,
+    StepStarted,
+    StepToken,
+    event_to_dict,
+)
+from .inputs import Attachment
+
+VERSION = 1
+REDACTED = "[REDACTED]"
+
+
+def traces_dir() -> Path:
+    return paths.data_dir() / "traces"
+
+
+def new_trace_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{random_ids.token_hex(3)}"
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")
+
+
+def config_secrets(config: Config) -> list[str]:
+    """The values of every API key the config points at, to scrub from anything written."""
+    names = {w.api_key_env for w in config.workers if w.api_key_env}
+    if config.conductor.api_key_env:
+        names.add(config.conductor.api_key_env)
+    values = [os.environ.get(n, "") for n in sorted(names)]
+    return [v for v in values if len(v) >= 6]
+
+
+def redact_text(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+        escaped = json.dumps(secret)[1:-1]
+        if escaped != secret:
+            text = text.replace(escaped, REDACTED)
+    return text
+
+
+def pool_record(config: Config) -> list[dict[str, Any]]:
+    # Worker settings hold no secrets: api_key_env is the variable's name, never its value.
+    return [{k: v for k, v in asdict(w).items() if v is not None} for w in config.workers]
+
+
+class TraceWriter:
+    """Subscribes to a run's events and keeps its trace file current."""
+
+    def __init__(
+        self,
+        *,
+        question: str,
+        attachments: Sequence[Attachment],
+        config: Config,
+        conductor_identity: str,
+        secrets: Sequence[str] = (),
+        directory: Path | None = None,
+        trace_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+        base: dict[str, Any] | None = None,
+    ) -> None:
+        self.secrets = list(secrets)
+        if base is not None:  # resuming: keep writing into the interrupted trace
+            self.record = base
+            self.path = Path(base["_path"])
+            self.record.pop("_path", None)
+            self.record["status"] = "running"
+            self.record["error"] = None
+            self._write()
+            return
+        self.id = trace_id or new_trace_id()
+        self.path = (directory or traces_dir()) / f"{self.id}.json"
+        c = config.conductor
+        self.record = {
+            "version": VERSION,
+            "id": self.id,
+            "status": "running",
+            "started_at": _iso(time.time()),
+            "finished_at": None,
+            "question": question,
+            "inputs": [{"name": a.name, "size": a.size, "text": a.text} for a in attachments],
+            "conductor": {
+                "model": c.model,
+                "identity": conductor_identity,
+                "temperature": c.temperature,
+                "seed": c.seed,
+                "max_steps": c.max_steps,
+            },
+            "pool": pool_record(config),
+            "workflow": None,
+            "plan": None,
+            "events": [],
+            "steps": [],
+            "answer": None,
+            "error": None,
+            "totals": {},
+            **(extra or {}),
+        }
+        self._write()
+
+    def _write(self) -> None:
+        paths.private_dir(self.path.parent)
+        text = json.dumps(self.record, ensure_ascii=False, indent=1)
+        atomic_write(self.path, redact_text(text, self.secrets).encode("utf-8"))
+
+    def set_plan(self, plan: dict[str, Any]) -> None:
+        self.record["plan"] = plan
+
+    def set_totals(self, totals: dict[str, Any]) -> None:
+        self.record["totals"] = totals
+        self._write()
+
+    def __call__(self, event: Any) -> None:
+        if isinstance(event, StepToken):
+            return
+        self.record["events"].append(event_to_dict(event))
+        steps: list[dict[str, Any]] = self.record["steps"]
+        if isinstance(event, PlanReady):
+            self.record["workflow"] = event.workflow.to_dict()
+            steps[:] = [
+                {
+                    "index": i,
+                    "worker": s.worker,
+                    "task": s.task,
+                    "sees": list(s.sees),
+                    "status": "pending",
+                }
+                for i, s in enumerate(event.workflow.steps)
+            ]
+            self._write()
+        elif isinstance(event, StepStarted) and event.index < len(steps):
+            steps[event.index].update(status="running", messages=list(event.messages))
+        elif isinstance(event, StepFinished) and event.index < len(steps):
+            steps[event.index].update(
+                status="done",
+                output=event.output,
+                tokens_in=event.tokens_in,
+                tokens_out=event.tokens_out,
+                cost=event.cost,
+                seconds=round(event.seconds, 3),
+                source=event.source,
+                error=None,
+            )
+            self._write()
+        elif isinstance(event, StepFailed) and event.index < len(steps):
+            steps[event.index].update(status="failed", error=event.error)
+            self._write()
+        elif isinstance(event, RunFinished):
+            self.record.update(status="done", answer=event.answer, finished_at=_iso(event.at))
+            self._write()
+        elif isinstance(event, RunFailed):
+            for step in steps:
+                if step["status"] == "running":
+                    step["status"] = "interrupted" if event.interrupted else "failed"
+            self.record.update(
+                status="interrupted" if event.interrupted else "failed",
+                error=event.error,
+                finished_at=_iso(event.at),
+            )
+            self._write()
+
+
+def resolve_trace_path(ref: str) -> Path:
+    """A trace by path, by id, or by a unique id prefix."""
+    as_path = Path(ref).expanduser()
+    if as_path.suffix == ".json" or os.sep in ref:
+        if not as_path.exists():
+            raise TraceError(f"{as_path}: no such trace file.")
+        return as_path
+    directory = traces_dir()
+    exact = directory / f"{ref}.json"
+    if exact.exists():
+        return exact
+    matches = sorted(directory.glob(f"{ref}*.json")) if directory.exists() else []
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise TraceError(f"trace id {ref!r} is ambiguous ({len(matches)} traces); give more of it.")
+    raise TraceError(f"no trace {ref!r} in {directory}; see `conductor traces list`.")
+
+
+def load_trace(ref: str | Path) -> dict[str, Any]:
+    path = ref if isinstance(ref, Path) else resolve_trace_path(ref)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read trace: {e.strerror}.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceError(
+            f"{path}: not a valid trace (damaged or truncated JSON: {e}). "
+            "It cannot be replayed; remove it with `conductor traces rm`."
+        ) from None
+    if not isinstance(record, dict) or "version" not in record or "question" not in record:
+        raise TraceError(f"{path}: not a conductor trace (no version or question).")
+    if not isinstance(record["version"], int) or record["version"] > VERSION:
+        raise TraceError(
+            f"{path}: trace version {record['version']} is newer than this conductor reads "
+            f"({VERSION}); upgrade conductor."
+        )
+    record["_path"] = str(path)
+    return record
+
+
+def trace_summary(record: dict[str, Any]) -> dict[str, Any]:
+    steps = record.get("steps") or []
+    return {
+        "id": record.get("id"),
+        "time": record.get("started_at"),
+        "question": record.get("question"),
+        "steps": len(steps),
+        "steps_done": sum(1 for s in steps if s.get("status") == "done"),
+        "duration": (record.get("totals") or {}).get("seconds"),
+        "status": record.get("status"),
+        "path": record.get("_path"),
+    }
+
+
+def list_traces(directory: Path | None = None) -> list[dict[str, Any]]:
+    """Every trace, newest first; a damaged file is listed as such, never skipped silently."""
+    folder = directory or traces_dir()
+    rows = []
+    for path in folder.glob("*.json") if folder.exists() else []:
+        try:
+            rows.append(trace_summary(load_trace(path)))
+        except TraceError:
+            rows.append(
+                {
+                    "id": path.stem,
+                    "time": None,
+                    "question": None,
+                    "steps": 0,
+                    "steps_done": 0,
+                    "duration": None,
+                    "status": "damaged",
+                    "path": str(path),
+                }
+            )
+    return sorted(rows, key=lambda r: (r["time"] or "", r["id"] or ""), reverse=True)
