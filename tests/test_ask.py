@@ -36,11 +36,16 @@ def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
 def test_ask_with_no_config_answers(gguf_path: Path) -> None:
     proc = run_cli("ask", "What is the capital of France?")
     assert proc.returncode == 0, proc.stderr
-    # stdout is a pipe here: the answer alone goes to stdout, the workflow to stderr.
+    # Not a terminal: the answer alone on stdout, nothing on stderr without --verbose.
     assert proc.stdout.strip()
-    assert "Workflow:" not in proc.stdout
-    assert "Workflow:" in proc.stderr and "0. local:" in proc.stderr
-    assert "\x1b[" not in proc.stdout + proc.stderr
+    assert proc.stderr == ""
+    verbose = run_cli("ask", "-v", "What is the capital of France?")
+    assert verbose.returncode == 0, verbose.stderr
+    assert verbose.stdout == proc.stdout
+    lines = verbose.stderr.splitlines()
+    assert lines[0] == "conductor: planning"
+    assert any(line.startswith("step 0 local: ") for line in lines)
+    assert "\x1b[" not in proc.stdout + verbose.stdout + verbose.stderr
 
 
 def test_json_output_is_one_document(fast_config: Path) -> None:

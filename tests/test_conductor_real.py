@@ -44,7 +44,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
     models = LlamaModels(n_ctx=4096)
-    yield LlamaCppBackend(models, gguf_path)
+    yield LlamaCppBackend(models, gguf_path, "test")
     models.close()
 
 

@@ -121,3 +121,24 @@ def test_litellm_is_imported_only_when_a_litellm_worker_runs(gguf_path: Path) ->
     lines = out.stdout.strip().splitlines()
     assert "show False False" in lines, out.stderr
     assert lines[-1] == "ask False True", out.stderr
+
+
+def test_api_key_never_reaches_written_files(
+    server: str, tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-planted-3f9a1c7e5b2d4086"
+    monkeypatch.setenv("CONDUCTOR_PLANTED_KEY", secret)
+    config = tmp_path / "keyed.toml"
+    config.write_text(
+        "[conductor]\nmax_steps = 2\n\n"
+        f'[[workers]]\nname = "served"\nmodel = "openai/smol"\napi_base = "{server}"\n'
+        'api_key_env = "CONDUCTOR_PLANTED_KEY"\nmax_tokens = 24\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "--json", "Say hello.")
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    written = [p for p in isolated_home.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".json" and "traces" in p.parts for p in written)
+    for path in [*written, config]:
+        assert secret.encode() not in path.read_bytes(), path

@@ -1,0 +1,62 @@
+"""The live tree as a person sees it: a real `conductor ask` in a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+CONFIG = """
+[conductor]
+max_steps = 3
+
+[[workers]]
+name = "local"
+model = "gguf:smollm2-135m-instruct"
+description = "tiny local model"
+max_tokens = 40
+"""
+
+
+def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    done = tmp_path / "done"
+    exports = " ".join(
+        f"{k}={shlex.quote(v)}"
+        for k, v in os.environ.items()
+        if k.startswith(("CONDUCTOR_", "XDG_", "LITELLM_")) or k in ("PATH", "HOME")
+    )
+    command = (
+        f"export {exports} TERM=xterm-256color; "
+        f"{shlex.quote(sys.executable)} -m conductor_cli ask --config {shlex.quote(str(config))} "
+        f"'Name three fruits.'; echo $? > {shlex.quote(str(done))}; sleep 60"
+    )
+    session = f"conductor-test-{os.getpid()}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        screen = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert done.read_text().strip() == "0", screen
+    assert "Name three fruits." in screen
+    assert "planned" in screen
+    step_lines = [line for line in screen.splitlines() if " step " in line]
+    assert step_lines, screen
+    for i, line in enumerate(step_lines):
+        assert f"step {i}" in line and "local" in line and "done" in line, line
