@@ -18,7 +18,10 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "ask": "api",
+    "run_workflow": "api",
     "RunResult": "api",
+    "CacheMode": "cache",
+    "load_trace": "trace",
     "Config": "config",
     "load_config": "config",
     "save_config": "config",

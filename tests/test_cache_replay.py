@@ -118,6 +118,10 @@ def test_cache_stores_json_and_evicts_to_its_limit(tmp_path: Path) -> None:
 
 
 def test_two_processes_share_one_cache(fast_config: Path) -> None:
+    # One llama.cpp thread each: two processes with a thread per core would oversubscribe
+    # these 2 cores, and llama.cpp's spinning threads then slow both down many times over.
+    fast_config.write_text(FAST.replace("max_steps = 2", "max_steps = 2\nn_threads = 1"))
+
     def start(question: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
             [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -25,17 +26,26 @@ def list_cmd(as_json: AsJson = False) -> None:
     if as_json:
         print_json(rows)
         return
+    lines = []
+    for r in rows:
+        steps = f"{r['steps_done']}/{r['steps']}"
+        duration = f"{r['duration']:.1f}s" if isinstance(r["duration"], int | float) else "-"
+        question = (r["question"] or "").replace("\n", " ")
+        lines.append((r["id"], (r["time"] or "-")[:19], r["status"], steps, duration, question))
+    if not sys.stdout.isatty():
+        # Piped: one tab-separated line per trace, for cut/grep/awk.
+        sys.stdout.write("".join("\t".join(line) + "\n" for line in lines))
+        return
     from rich.console import Console
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False)
-    for col in ("id", "time", "status", "steps", "duration", "question"):
-        table.add_column(col, overflow="ellipsis", no_wrap=True)
-    for r in rows:
-        steps = f"{r['steps_done']}/{r['steps']}"
-        duration = f"{r['duration']:.1f}s" if isinstance(r["duration"], int | float) else ""
-        question = (r["question"] or "").replace("\n", " ")[:80]
-        table.add_row(r["id"], (r["time"] or "")[:19], r["status"], steps, duration, question)
+    for k, col in enumerate(("id", "time", "status", "steps", "duration")):
+        width = max([len(col), *(len(line[k]) for line in lines)])
+        table.add_column(col, no_wrap=True, min_width=width)
+    table.add_column("question", no_wrap=True, overflow="ellipsis", ratio=1)
+    for line in lines:
+        table.add_row(*line)
     Console().print(table)
 
 
