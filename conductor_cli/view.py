@@ -205,7 +205,13 @@ def _source_note(source: Source | None) -> str:
 
 def _conductor_label(state: RunState, now: float, spin: str) -> Text:
     label = Text()
-    name = f"conductor {state.conductor}" if state.conductor else "conductor"
+    # A GGUF identity is a full path; its file name says enough on one line.
+    model = (
+        state.conductor.rsplit("/", 1)[-1]
+        if state.conductor.startswith("gguf:")
+        else state.conductor
+    )
+    name = f"conductor {model}" if state.conductor else "conductor"
     if state.planning == "planning":
         label.append(f"{spin} ", style="cyan").append(name, style="bold")
         label.append(" planning…", style="cyan")

@@ -15,6 +15,18 @@ from conductor_cli.fetch import pull
 
 REPO = Path(__file__).resolve().parent.parent
 
+# A quick pool for end-to-end runs: the default model as the one worker, with short outputs.
+FAST_CONFIG = """
+[conductor]
+max_steps = 2
+
+[[workers]]
+name = "local"
+model = "gguf:smollm2-135m-instruct"
+description = "tiny local model"
+max_tokens = 40
+"""
+
 
 class SilentProgress:
     def start(self, description: str, total: int | None) -> None:
@@ -42,6 +54,13 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def gguf_path(models_dir: Path) -> Path:
     return models_dir / load_catalog().get(load_catalog().default).file
+
+
+@pytest.fixture
+def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
+    path = tmp_path / "fast.toml"
+    path.write_text(FAST_CONFIG, encoding="utf-8")
+    return path
 
 
 @pytest.fixture(autouse=True)

@@ -12,25 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assert_one_line_error, run_cli
-
-FAST = """
-[conductor]
-max_steps = 2
-
-[[workers]]
-name = "local"
-model = "gguf:smollm2-135m-instruct"
-description = "tiny local model"
-max_tokens = 48
-"""
-
-
-@pytest.fixture
-def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
-    path = tmp_path / "fast.toml"
-    path.write_text(FAST, encoding="utf-8")
-    return path
+from .conftest import FAST_CONFIG, assert_one_line_error, run_cli
 
 
 def test_ask_with_no_config_answers(gguf_path: Path) -> None:
@@ -104,7 +86,7 @@ def test_no_stdin_flag_ignores_the_pipe(fast_config: Path) -> None:
 def test_max_steps_and_worker_options(tmp_path: Path, gguf_path: Path) -> None:
     config = tmp_path / "two.toml"
     config.write_text(
-        FAST.replace("max_steps = 2", "max_steps = 4")
+        FAST_CONFIG.replace("max_steps = 2", "max_steps = 4")
         + '\n[[workers]]\nname = "other"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 16\n',
         encoding="utf-8",
     )

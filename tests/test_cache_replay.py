@@ -19,18 +19,7 @@ from conductor_cli.events import PlanReady, RunFinished, StepFinished
 from conductor_cli.replay import play
 from conductor_cli.trace import load_trace, redact_text
 
-from .conftest import assert_one_line_error, run_cli
-
-FAST = """
-[conductor]
-max_steps = 2
-
-[[workers]]
-name = "local"
-model = "gguf:smollm2-135m-instruct"
-description = "tiny local model"
-max_tokens = 40
-"""
+from .conftest import FAST_CONFIG, assert_one_line_error, run_cli
 
 SLOW_WORKFLOW = {
     "steps": [
@@ -39,13 +28,6 @@ SLOW_WORKFLOW = {
         {"worker": "local", "task": "Write the ending of the story in full.", "sees": [0, 1]},
     ]
 }
-
-
-@pytest.fixture
-def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
-    path = tmp_path / "fast.toml"
-    path.write_text(FAST, encoding="utf-8")
-    return path
 
 
 def traces_dir(home: Path) -> Path:
@@ -120,7 +102,7 @@ def test_cache_stores_json_and_evicts_to_its_limit(tmp_path: Path) -> None:
 def test_two_processes_share_one_cache(fast_config: Path) -> None:
     # One llama.cpp thread each: two processes with a thread per core would oversubscribe
     # these 2 cores, and llama.cpp's spinning threads then slow both down many times over.
-    fast_config.write_text(FAST.replace("max_steps = 2", "max_steps = 2\nn_threads = 1"))
+    fast_config.write_text(FAST_CONFIG.replace("max_steps = 2", "max_steps = 2\nn_threads = 1"))
 
     def start(question: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
@@ -242,7 +224,7 @@ def test_interrupted_run_resumes_only_missing_steps(
     tmp_path: Path, isolated_home: Path, gguf_path: Path
 ) -> None:
     config = tmp_path / "slow.toml"
-    config.write_text(FAST.replace("max_tokens = 40", "max_tokens = 160"), encoding="utf-8")
+    config.write_text(FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 160"), encoding="utf-8")
     workflow = tmp_path / "story.json"
     workflow.write_text(json.dumps(SLOW_WORKFLOW), encoding="utf-8")
     proc = subprocess.Popen(
@@ -335,7 +317,9 @@ def test_replay_live_with_a_swapped_pool(fast_config: Path, tmp_path: Path) -> N
     doc = ask_json(fast_config, "Say something kind.")
     other = tmp_path / "other.toml"
     other.write_text(
-        FAST.replace('name = "local"', 'name = "alt"').replace("max_tokens = 40", "max_tokens = 8"),
+        FAST_CONFIG.replace('name = "local"', 'name = "alt"').replace(
+            "max_tokens = 40", "max_tokens = 8"
+        ),
         encoding="utf-8",
     )
     trace_id = Path(doc["trace"]).stem
