@@ -14,10 +14,11 @@ from typing import Any
 
 from .backends.base import Backend
 from .backends.llamacpp import LlamaModels
+from .budget import Budget, Pricing
 from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 from .catalog import Catalog, load_catalog
 from .conductor import Conductor, Plan, WorkerInfo
-from .config import Config
+from .config import Config, WorkerConfig
 from .engine import Engine, StepResult
 from .errors import ConductorError, InputError, WorkflowError
 from .events import (
@@ -58,7 +59,7 @@ class RunResult:
             "cache_hits": self.cache_hits,
             "tokens_in": plan_in + sum(s.tokens_in for s in self.steps),
             "tokens_out": plan_out + sum(s.tokens_out for s in self.steps),
-            "cost": None if any(c is None for c in costs) else round(sum(costs), 6),  # type: ignore[arg-type]
+            "cost": None if None in costs else round(sum(c or 0.0 for c in costs), 6),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,8 +95,10 @@ class Runtime:
         cache_mode: CacheMode = CacheMode.USE,
         catalog: Catalog | None = None,
         models: LlamaModels | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.config = config
+        self.budget = budget
         c = config.conductor
         self.catalog = catalog or load_catalog()
         self._own_models = models is None
@@ -107,22 +110,47 @@ class Runtime:
         self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None
         self.counter = CallCounter()
 
-    def _wrap(self, backend: Backend) -> Backend:
-        return CachedBackend(backend, self.cache, self.cache_mode, self.counter)
+    def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
+        return CachedBackend(
+            backend,
+            self.cache,
+            self.cache_mode,
+            self.counter,
+            label=label,
+            pricing=pricing,
+            budget=self.budget,
+        )
 
     def pool(self) -> Pool:
         """Resolve every worker's model (checked, fetched if needed, not yet loaded)."""
         raw = build_pool(self.config, self.catalog, self.models)
-        return Pool(tuple(Worker(w.config, self._wrap(w.backend)) for w in raw.workers))
+        return Pool(
+            tuple(
+                Worker(w.config, self._wrap(w.backend, f"worker {w.name}", _pricing(w.config)))
+                for w in raw.workers
+            )
+        )
 
     def conductor(self) -> Backend:
-        return self._wrap(conductor_backend(self.config, self.catalog, self.models))
+        model = self.config.conductor.model
+        pricing = Pricing(model.removeprefix("litellm:"), local=not model.startswith("litellm:"))
+        backend = conductor_backend(self.config, self.catalog, self.models)
+        return self._wrap(backend, "conductor", pricing)
 
     def close(self) -> None:
         if self._own_models:
             self.models.close()
         if self.cache is not None:
             self.cache.close()
+
+
+def _pricing(wc: WorkerConfig) -> Pricing:
+    return Pricing(
+        wc.model,
+        local=wc.model.startswith("gguf:"),
+        input_per_mtok=wc.input_cost_per_mtok,
+        output_per_mtok=wc.output_cost_per_mtok,
+    )
 
 
 def _check_workers(workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult]) -> None:
@@ -153,6 +181,8 @@ def execute(
     stream: bool = False,
     workflow_source: Source = "model",
     seed: int | None = None,
+    max_cost: float | None = None,
+    max_calls: int | None = None,
     catalog: Catalog | None = None,
     models: LlamaModels | None = None,
 ) -> RunResult:
@@ -165,7 +195,8 @@ def execute(
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
     config = config or Config()
     keep = keep or {}
-    runtime = Runtime(config, cache_mode=cache_mode, catalog=catalog, models=models)
+    budget = Budget(max_cost=max_cost, max_calls=max_calls)
+    runtime = Runtime(config, cache_mode=cache_mode, catalog=catalog, models=models, budget=budget)
     start = time.monotonic()
     try:
         # Resolve (and fetch) every model before loading any: a bad config costs no load.

@@ -8,6 +8,7 @@ hashes the model fingerprint and the request, and API keys are not part of eithe
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 
 from . import paths
 from .backends.base import Backend, Completion, Request, TextSink
+from .budget import Budget, Pricing
 
 KEY_VERSION = 1
 
@@ -89,7 +91,11 @@ class CallCounter:
 
 
 class CachedBackend:
-    """Any backend, behind the cache."""
+    """Any backend, behind the cache, the budget and the price list.
+
+    This is the boundary where model calls are counted: a cache hit is free and uncounted;
+    a miss is checked against the budget first, then made, priced and counted.
+    """
 
     def __init__(
         self,
@@ -97,11 +103,18 @@ class CachedBackend:
         cache: ResponseCache | None,
         mode: CacheMode,
         counter: CallCounter,
+        *,
+        label: str = "model call",
+        pricing: Pricing | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.backend = backend
         self.cache = cache if mode is not CacheMode.OFF else None
         self.mode = mode
         self.counter = counter
+        self.label = label
+        self.pricing = pricing
+        self.budget = budget
 
     @property
     def identity(self) -> str:
@@ -123,9 +136,17 @@ class CachedBackend:
                 self.counter.cache_hits += 1
                 if on_text is not None and hit.text:
                     on_text(hit.text)
-                return hit
+                return dataclasses.replace(hit, cost=0.0)
+        if self.budget is not None:
+            chars = sum(len(m.get("content", "")) for m in request.messages)
+            # Before the call only a bound is known: ~4 characters a token, all of max_tokens.
+            estimate = self.pricing.cost(chars // 4, request.max_tokens) if self.pricing else None
+            self.budget.reserve(self.label, estimate)
         self.counter.model_calls += 1
         done = self.backend.complete(request, on_text)
+        cost = self.pricing.cost(done.tokens_in, done.tokens_out) if self.pricing else None
+        if self.budget is not None:
+            self.budget.settle(cost)
         if self.cache is not None:
             self.cache.put(key, done)
-        return done
+        return dataclasses.replace(done, cost=cost)

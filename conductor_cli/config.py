@@ -43,6 +43,12 @@ class WorkerConfig:
     api_key_env: str | None = None
     max_tokens: int = 512
     temperature: float = 0.2
+    timeout_s: float = 120.0
+    retries: int = 2  # further tries after a retryable failure (timeout, 429, 5xx, refused)
+    fallback: str | None = None  # worker that takes the step when this one still fails
+    max_concurrency: int = 4
+    input_cost_per_mtok: float | None = None  # USD per million tokens, when litellm has no price
+    output_cost_per_mtok: float | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,12 @@ _WORKER_TYPES: dict[str, type] = {
     "api_key_env": str,
     "max_tokens": int,
     "temperature": float,
+    "timeout_s": float,
+    "retries": int,
+    "fallback": str,
+    "max_concurrency": int,
+    "input_cost_per_mtok": float,
+    "output_cost_per_mtok": float,
 }
 _CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
 _SECTIONS = ("conductor", "workers", "cache")
@@ -170,6 +182,12 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
     _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
     _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
     _require(0.0 <= w.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
+    _require(w.timeout_s > 0, f"{where}.timeout_s", "must be more than 0 seconds.")
+    _require(0 <= w.retries <= 10, f"{where}.retries", "must be 0 to 10.")
+    _require(w.max_concurrency >= 1, f"{where}.max_concurrency", "must be at least 1.")
+    for key in ("input_cost_per_mtok", "output_cost_per_mtok"):
+        value = getattr(w, key)
+        _require(value is None or value >= 0, f"{where}.{key}", "must not be negative.")
 
 
 def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
@@ -214,6 +232,14 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
                 )
                 seen.add(w.name)
                 built.append(w)
+            for i, w in enumerate(built):
+                if w.fallback is not None:
+                    _require(
+                        w.fallback in seen and w.fallback != w.name,
+                        f"workers[{i}].fallback",
+                        f"{w.fallback!r} is not another worker in this file."
+                        f"{_did_you_mean(w.fallback, sorted(seen - {w.name}))}",
+                    )
             workers = tuple(built)
     except ConfigError as e:
         raise ConfigError(f"{prefix}{e}") from None

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import queue
+import random
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from .backends.base import Request
-from .errors import ConductorError
-from .events import Source, StepFailed, StepFinished, StepStarted, StepToken, Subscriber
+from .backends.base import Completion, Request
+from .errors import BudgetError, ConductorError, ConfigError, WorkerError
+from .events import (
+    Source,
+    StepFailed,
+    StepFinished,
+    StepRetry,
+    StepSkipped,
+    StepStarted,
+    StepToken,
+    Subscriber,
+)
 from .inputs import Attachment
 from .pool import Pool, Worker
 from .workflow import Workflow
@@ -74,7 +86,7 @@ def step_messages(
     attachments: Sequence[Attachment],
     workflow: Workflow,
     index: int,
-    outputs: Sequence[str],
+    outputs: Mapping[int, str],
     worker: Worker,
 ) -> tuple[dict[str, str], ...]:
     step = workflow.steps[index]
@@ -95,10 +107,19 @@ def step_messages(
 
 @dataclass
 class Engine:
+    """Runs the workflow as a DAG: a step starts as soon as every step it sees is done.
+
+    Each step runs in its own daemon thread (so Ctrl-C never waits for a model call), bounded
+    by its worker's max_concurrency; local GGUF workers sharing one model are serialised by
+    that model's lock. Results keep the workflow's order.
+    """
+
     pool: Pool
     emit: Subscriber
     seed: int = 0
     stream: bool = False  # emit StepToken events as outputs arrive (for a live view)
+    sleep: Callable[[float], None] = time.sleep
+    rng: random.Random = field(default_factory=random.Random)
 
     def run(
         self,
@@ -107,35 +128,90 @@ class Engine:
         attachments: Sequence[Attachment],
         done: Mapping[int, StepResult] | None = None,
     ) -> list[StepResult]:
-        """Run the steps in order; steps in `done` are kept as recorded, not run again.
+        """Run every step not in `done` (kept as recorded); raise if any step failed.
 
-        A failed step ends the run with its error, naming the step.
+        A failed step's dependents are skipped with a reason; independent steps still run.
         """
-        done = done or {}
-        outputs: list[str] = []
-        results: list[StepResult] = []
-        for i in range(len(workflow.steps)):
-            if i in done:
-                kept = done[i]
-                self.emit(StepStarted(i, kept.worker, kept.task, kept.messages))
-                self.emit(
-                    StepFinished(
-                        i,
-                        kept.worker,
-                        kept.output,
-                        kept.tokens_in,
-                        kept.tokens_out,
-                        kept.seconds,
-                        "trace",
-                        kept.cost,
-                    )
+        lock = threading.Lock()
+        outer = self.emit
+
+        def emit(event: Any) -> None:
+            with lock:  # subscribers see one event at a time, whatever thread sends it
+                outer(event)
+
+        results: dict[int, StepResult] = {}
+        for i, kept in sorted((done or {}).items()):
+            emit(StepStarted(i, kept.worker, kept.task, kept.messages))
+            emit(
+                StepFinished(
+                    i,
+                    kept.worker,
+                    kept.output,
+                    kept.tokens_in,
+                    kept.tokens_out,
+                    kept.seconds,
+                    "trace",
+                    kept.cost,
                 )
-                outputs.append(kept.output)
-                results.append(kept)
+            )
+            results[i] = kept
+        errors: dict[int, ConductorError] = {}
+        skipped: dict[int, str] = {}
+        pending = [i for i in range(len(workflow.steps)) if i not in results]
+        running: set[int] = set()
+        finished: queue.Queue[tuple[int, StepResult | BaseException]] = queue.Queue()
+        limits = {
+            w.name: threading.BoundedSemaphore(w.config.max_concurrency) for w in self.pool.workers
+        }
+        stop: str | None = None
+
+        def work(i: int) -> None:
+            try:
+                outcome: StepResult | BaseException = self._run_step(
+                    question, workflow, i, attachments, results, emit, limits
+                )
+            except BaseException as e:  # handed to the main thread, which decides
+                outcome = e
+            finished.put((i, outcome))
+
+        while pending or running:
+            for i in list(pending):
+                step = workflow.steps[i]
+                failed_dep = next((j for j in step.sees if j in errors or j in skipped), None)
+                if stop is not None or failed_dep is not None:
+                    reason = stop or f"step {failed_dep} did not finish"
+                    pending.remove(i)
+                    skipped[i] = reason
+                    emit(StepSkipped(i, step.worker, reason))
+                elif all(j in results for j in step.sees):
+                    pending.remove(i)
+                    running.add(i)
+                    threading.Thread(target=work, args=(i,), daemon=True).start()
+            if not running:
+                break
+            try:
+                i, outcome = finished.get(timeout=0.2)
+            except queue.Empty:
                 continue
-            results.append(self._run_step(question, workflow, i, attachments, outputs))
-            outputs.append(results[-1].output)
-        return results
+            running.discard(i)
+            if isinstance(outcome, StepResult):
+                results[i] = outcome
+            elif isinstance(outcome, ConductorError):
+                errors[i] = outcome
+                if isinstance(outcome, BudgetError):
+                    stop = "the budget was reached"
+            else:
+                raise outcome
+        if errors:
+            first = min(errors)
+            worker = workflow.steps[first].worker
+            others = len(errors) - 1
+            more = f" ({others} more step{'s' if others > 1 else ''} failed)" if others else ""
+            if skipped:
+                more += f" ({len(skipped)} step{'s' if len(skipped) > 1 else ''} skipped)"
+            error = errors[first]
+            raise type(error)(f"step {first} ({worker}): {error}{more}") from None
+        return [results[i] for i in range(len(workflow.steps))]
 
     def _run_step(
         self,
@@ -143,36 +219,47 @@ class Engine:
         workflow: Workflow,
         i: int,
         attachments: Sequence[Attachment],
-        outputs: Sequence[str],
+        results: Mapping[int, StepResult],
+        emit: Subscriber,
+        limits: Mapping[str, threading.BoundedSemaphore],
     ) -> StepResult:
         step = workflow.steps[i]
+        outputs = {j: results[j].output for j in step.sees}
         worker = self.pool.get(step.worker)
-        messages = step_messages(question, attachments, workflow, i, outputs, worker)
-        self.emit(StepStarted(i, worker.name, step.task, messages))
-        start = time.monotonic()
-
-        def on_text(piece: str) -> None:
-            self.emit(StepToken(i, piece))
-
-        try:
-            done = worker.backend.complete(
-                Request(
-                    messages=messages,
-                    max_tokens=worker.config.max_tokens,
-                    temperature=worker.config.temperature,
-                    seed=self.seed + i + 1,
-                ),
-                on_text if self.stream else None,
-            )
-        except ConductorError as e:
-            self.emit(StepFailed(i, worker.name, str(e)))
-            raise type(e)(f"step {i} ({worker.name}): {e}") from None
+        with limits[worker.name]:
+            messages = step_messages(question, attachments, workflow, i, outputs, worker)
+            emit(StepStarted(i, worker.name, step.task, messages))
+            start = time.monotonic()
+            try:
+                done = self._call(i, worker, messages, emit)
+            except (WorkerError, ConfigError) as e:
+                fallback = worker.config.fallback
+                if fallback is None or fallback not in self.pool.names:
+                    emit(StepFailed(i, worker.name, str(e)))
+                    raise
+                emit(StepRetry(i, fallback, 1, str(e), 0.0, fallback=True))
+                worker = self.pool.get(fallback)
+                messages = step_messages(question, attachments, workflow, i, outputs, worker)
+                try:
+                    done = self._call(i, worker, messages, emit)
+                except ConductorError as e2:
+                    emit(StepFailed(i, worker.name, str(e2)))
+                    raise type(e2)(f"{e}; fallback {worker.name}: {e2}") from None
+            except ConductorError as e:
+                emit(StepFailed(i, worker.name, str(e)))
+                raise
         seconds = time.monotonic() - start
         source: Source = "cache" if done.cached else "model"
-        cost = 0.0 if worker.config.model.startswith("gguf:") else None
-        self.emit(
+        emit(
             StepFinished(
-                i, worker.name, done.text, done.tokens_in, done.tokens_out, seconds, source, cost
+                i,
+                worker.name,
+                done.text,
+                done.tokens_in,
+                done.tokens_out,
+                seconds,
+                source,
+                done.cost,
             )
         )
         return StepResult(
@@ -186,5 +273,31 @@ class Engine:
             done.tokens_out,
             seconds,
             source,
-            cost,
+            done.cost,
         )
+
+    def _call(
+        self, i: int, worker: Worker, messages: tuple[dict[str, str], ...], emit: Subscriber
+    ) -> Completion:
+        """One worker's answer, retrying retryable failures with exponential backoff + jitter."""
+        request = Request(
+            messages=messages,
+            max_tokens=worker.config.max_tokens,
+            temperature=worker.config.temperature,
+            seed=self.seed + i + 1,
+        )
+
+        def on_text(piece: str) -> None:
+            emit(StepToken(i, piece))
+
+        tries = worker.config.retries + 1
+        for attempt in range(1, tries + 1):
+            try:
+                return worker.backend.complete(request, on_text if self.stream else None)
+            except WorkerError as e:
+                if not e.retryable or attempt == tries:
+                    raise
+                delay = min(30.0, 0.5 * 2 ** (attempt - 1)) * (1 + 0.25 * self.rng.random())
+                emit(StepRetry(i, worker.name, attempt + 1, str(e), round(delay, 3)))
+                self.sleep(delay)
+        raise AssertionError("unreachable")

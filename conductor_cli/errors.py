@@ -38,7 +38,21 @@ class WorkflowError(ConductorError):
 
 
 class WorkerError(ConductorError):
-    """A model call failed (unreachable server, missing key, bad answer)."""
+    """A model call failed (unreachable server, missing key, bad answer).
+
+    `retryable` says whether the same call may succeed later: timeouts, rate limits, server
+    errors, refused connections and empty or malformed answers are; bad requests are not.
+    """
+
+    exit_code = EXIT_RUN_FAILED
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+class BudgetError(ConductorError):
+    """The next call would cross --max-cost or --max-calls."""
 
     exit_code = EXIT_RUN_FAILED
 

@@ -83,6 +83,30 @@ class StepFailed:
 
 
 @dataclass(frozen=True)
+class StepRetry:
+    """A retryable failure: the step tries again after `delay` seconds, or on `worker`
+    (the fallback) when `fallback` is set."""
+
+    index: int
+    worker: str
+    attempt: int
+    error: str
+    delay: float
+    fallback: bool = False
+    at: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
+class StepSkipped:
+    """Not run, because a step it sees failed or the run stopped."""
+
+    index: int
+    worker: str
+    reason: str
+    at: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True)
 class RunFinished:
     answer: str
     at: float = field(default_factory=_now)
@@ -103,6 +127,8 @@ Event = (
     | StepToken
     | StepFinished
     | StepFailed
+    | StepRetry
+    | StepSkipped
     | RunFinished
     | RunFailed
 )
@@ -130,6 +156,8 @@ _TYPES: dict[str, type] = {
         StepToken,
         StepFinished,
         StepFailed,
+        StepRetry,
+        StepSkipped,
         RunFinished,
         RunFailed,
     )

@@ -62,6 +62,7 @@ def build_pool(config: Config, catalog: Catalog, models: LlamaModels) -> Pool:
                 api_base=wc.api_base,
                 api_key_env=wc.api_key_env,
                 where=_where(config, f"workers[{i}] ({wc.name})"),
+                timeout_s=wc.timeout_s,
             )
         workers.append(Worker(config=wc, backend=backend))
     return Pool(workers=tuple(workers))

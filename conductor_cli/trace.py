@@ -26,6 +26,8 @@ from .events import (
     RunFinished,
     StepFailed,
     StepFinished,
+    StepRetry,
+    StepSkipped,
     StepStarted,
     StepToken,
     event_to_dict,
@@ -172,6 +174,15 @@ class TraceWriter:
             self._write()
         elif isinstance(event, StepFailed) and event.index < len(steps):
             steps[event.index].update(status="failed", error=event.error)
+            self._write()
+        elif isinstance(event, StepRetry) and event.index < len(steps):
+            step = steps[event.index]
+            step["retries"] = step.get("retries", 0) + (0 if event.fallback else 1)
+            if event.fallback:
+                step["fallback"] = event.worker
+            step["last_error"] = event.error
+        elif isinstance(event, StepSkipped) and event.index < len(steps):
+            steps[event.index].update(status="skipped", error=event.reason)
             self._write()
         elif isinstance(event, RunFinished):
             self.record.update(status="done", answer=event.answer, finished_at=_iso(event.at))

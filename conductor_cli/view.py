@@ -28,12 +28,16 @@ from .events import (
     Source,
     StepFailed,
     StepFinished,
+    StepRetry,
+    StepSkipped,
     StepStarted,
     StepToken,
 )
 from .workflow import Workflow
 
-StepStatus = Literal["waiting", "running", "done", "failed", "cached", "replayed"]
+StepStatus = Literal[
+    "waiting", "running", "retrying", "done", "failed", "skipped", "cached", "replayed"
+]
 PlanStatus = Literal["waiting", "planning", "planned", "failed"]
 
 _FINISHED_STATUS: dict[str, StepStatus] = {"model": "done", "cache": "cached", "trace": "replayed"}
@@ -53,6 +57,7 @@ _MARKERS: dict[str, str] = {
     "cached": "⚡",
     "replayed": "↺",
     "failed": "✗",
+    "skipped": "⊘",
 }
 _STYLES: dict[str, str] = {
     "waiting": "dim",
@@ -63,6 +68,8 @@ _STYLES: dict[str, str] = {
     "cached": "blue",
     "replayed": "blue",
     "failed": "red",
+    "skipped": "dim",
+    "retrying": "yellow",
 }
 
 
@@ -127,7 +134,7 @@ class RunState:
             case StepToken():
                 step = self._step(event.index)
                 # Tokens arriving after the step ended (a late thread) must not touch its output.
-                if step and step.status == "running":
+                if step and step.status in ("running", "retrying"):
                     step.output = (step.output + event.text)[-TAIL_KEEP:]
             case StepFinished():
                 if step := self._step(event.index):
@@ -139,6 +146,14 @@ class RunState:
                 if step := self._step(event.index):
                     step.status, step.error = "failed", event.error
                     step.seconds = _since(step.started, event.at)
+            case StepRetry():
+                if step := self._step(event.index):
+                    # The next try streams its output afresh.
+                    step.status, step.worker, step.output = "retrying", event.worker, ""
+                    step.error = event.error
+            case StepSkipped():
+                if step := self._step(event.index):
+                    step.status, step.error = "skipped", event.reason
             case RunFinished():
                 self.answer = event.answer
             case RunFailed():
@@ -148,7 +163,7 @@ class RunState:
                 # Steps cut off by the failure would otherwise spin forever in the final tree.
                 reason = "interrupted" if event.interrupted else "stopped: the run failed"
                 for step in self.steps:
-                    if step.status == "running":
+                    if step.status in ("running", "retrying"):
                         step.status, step.error = "failed", reason
                         step.seconds = _since(step.started, event.at)
 
@@ -233,14 +248,15 @@ def _conductor_label(state: RunState, now: float, spin: str) -> Text:
 
 def _step_label(step: StepState, now: float, spin: str) -> Text:
     style = _STYLES[step.status]
-    marker = spin if step.status == "running" else _MARKERS[step.status]
+    live = step.status in ("running", "retrying")
+    marker = spin if live else _MARKERS[step.status]
     label = Text()
     label.append(f"{marker} {step.status}", style=style)
     label.append(f" step {step.index} ")
     label.append(step.worker, style="bold")
     label.append(f"  {clip(step.task, TASK_CHARS)}")
     meta = [_sees(step.sees)]
-    elapsed = _since(step.started, now) if step.status == "running" else step.seconds
+    elapsed = _since(step.started, now) if live else step.seconds
     if elapsed is not None:
         meta.append(format_seconds(elapsed))
     if step.tokens_in is not None and step.tokens_out is not None:
@@ -263,7 +279,7 @@ def build_tree(state: RunState, *, now: float | None = None, spinner_frame: int 
     tree.add(_conductor_label(state, now, spin))
     for step in state.steps:
         node = tree.add(_step_label(step, now, spin))
-        if step.status == "running" and one_line(step.output):
+        if step.status in ("running", "retrying") and one_line(step.output):
             node.add(Text(tail(step.output, TAIL_CHARS), style="dim"))
         elif step.status == "failed" and step.error:
             node.add(Text(clip(step.error, ERROR_CHARS), style="red"))
@@ -374,5 +390,13 @@ class PlainProgress:
                 return (
                     f"step {event.index} {one_line(event.worker)}: failed: {one_line(event.error)}"
                 )
+            case StepRetry():
+                how = "falls back to" if event.fallback else f"try {event.attempt} on"
+                return (
+                    f"step {event.index}: {how} {one_line(event.worker)} in "
+                    f"{format_seconds(event.delay)} after: {one_line(event.error)}"
+                )
+            case StepSkipped():
+                return f"step {event.index} {one_line(event.worker)}: skipped: {event.reason}"
         # Tokens would flood a log; the run's own end is reported by the caller.
         return None

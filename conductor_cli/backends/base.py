@@ -30,6 +30,7 @@ class Completion:
     tokens_out: int
     finish_reason: str = "stop"
     cached: bool = False
+    cost: float | None = None  # USD this call cost (0 for a cache hit); None: unknown
 
     def to_record(self) -> dict[str, Any]:
         return {

@@ -24,6 +24,34 @@ def _import_litellm() -> Any:
     return litellm
 
 
+_RETRYABLE_TYPES = (
+    "Timeout",
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "BadGatewayError",
+    "APIConnectionError",
+    "APIError",
+)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Classify by type and by cause: litellm reports a refused local connection as an
+    InternalServerError("Connection error."), not as an APIConnectionError."""
+    for cls in type(error).__mro__:
+        if cls.__name__ in _RETRYABLE_TYPES:
+            return True
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConnectionError | TimeoutError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
 def _short(error: Exception) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return text.removeprefix("litellm.").strip()[:300]
@@ -91,19 +119,26 @@ class LiteLLMBackend:
                 drop_params=True,
                 **kwargs,
             )
-            if on_text is not None:
-                return _from_stream(response, on_text)
+            done = _from_stream(response, on_text) if on_text else _from_response(response)
         except Exception as e:  # litellm raises many types; all mean "this call failed"
             target = self.api_base or self.model
-            raise WorkerError(f"{self.model} at {target}: {_short(e)}") from None
-        choice = response.choices[0]
-        usage = getattr(response, "usage", None)
-        return Completion(
-            text=choice.message.content or "",
-            tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
-            tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
-            finish_reason=choice.finish_reason or "stop",
-        )
+            raise WorkerError(
+                f"{self.model} at {target}: {_short(e)}", retryable=is_retryable(e)
+            ) from None
+        if not done.text.strip():
+            raise WorkerError(f"{self.model}: the answer was empty", retryable=True)
+        return done
+
+
+def _from_response(response: Any) -> Completion:
+    choice = response.choices[0]
+    usage = getattr(response, "usage", None)
+    return Completion(
+        text=choice.message.content or "",
+        tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
+        tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
+        finish_reason=choice.finish_reason or "stop",
+    )
 
 
 def _from_stream(chunks: Any, on_text: TextSink) -> Completion:

@@ -63,7 +63,13 @@ class LlamaModels:
     def close(self) -> None:
         with self._lock:
             for loaded in self._models.values():
-                loaded.llama.close()
+                # A model still busy in a step's thread (after Ctrl-C) must not be freed under
+                # it: that crashes the process. It goes with the process instead.
+                if loaded.lock.acquire(blocking=False):
+                    try:
+                        loaded.llama.close()
+                    finally:
+                        loaded.lock.release()
             self._models.clear()
 
 

@@ -23,6 +23,14 @@ Refresh = Annotated[
 AsJson = Annotated[
     bool, typer.Option("--json", help="Print one JSON document: workflow, steps, answer, totals.")
 ]
+MaxCost = Annotated[
+    float | None,
+    typer.Option("--max-cost", help="Stop before a model call that could cross this many USD."),
+]
+MaxCalls = Annotated[
+    int | None,
+    typer.Option("--max-calls", help="Stop before model call N+1 (cache hits are free)."),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print the answer only.")]
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Progress lines on stderr when not on a terminal.")
@@ -80,6 +88,8 @@ def ask(
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
     no_cache: NoCache = False,
     refresh: Refresh = False,
+    max_cost: MaxCost = None,
+    max_calls: MaxCalls = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -107,6 +117,8 @@ def ask(
             on_event=view,
             cache_mode=mode,
             stream=stream,
+            max_cost=max_cost,
+            max_calls=max_calls,
         )
     show_result(result, as_json=as_json)
 
@@ -121,6 +133,8 @@ def run(
     file: FileOption = None,
     no_cache: NoCache = False,
     refresh: Refresh = False,
+    max_cost: MaxCost = None,
+    max_calls: MaxCalls = None,
     as_json: AsJson = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -153,5 +167,7 @@ def run(
             on_event=view,
             cache_mode=mode,
             stream=stream,
+            max_cost=max_cost,
+            max_calls=max_calls,
         )
     show_result(result, as_json=as_json)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,7 +43,11 @@ def handle_errors(fn: F) -> F:
             raise fail(str(e), e.exit_code) from None
         except KeyboardInterrupt:
             sys.stderr.write("conductor: interrupted\n")
-            raise typer.Exit(EXIT_INTERRUPTED) from None
+            sys.stderr.flush()
+            sys.stdout.flush()
+            # The trace and cache are already consistent on disk. A step's thread may still be
+            # inside llama.cpp, and interpreter shutdown under it can crash; leave at once.
+            os._exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
 

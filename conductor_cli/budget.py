@@ -1,0 +1,70 @@
+"""Prices and budgets: what a call costs, and stopping before a call would cross a limit."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from .errors import BudgetError
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """USD for a call's tokens; None where the price is unknown.
+
+    Local GGUF models are free; configured per-million-token prices win; otherwise litellm's
+    price list is asked (it raises for models it does not know, such as local aliases).
+    """
+
+    model: str
+    local: bool = False
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        if self.local:
+            return 0.0
+        if self.input_per_mtok is not None or self.output_per_mtok is not None:
+            return (
+                tokens_in * (self.input_per_mtok or 0.0)
+                + tokens_out * (self.output_per_mtok or 0.0)
+            ) / 1e6
+        try:
+            from .backends.litellm import _import_litellm
+
+            prompt, completion = _import_litellm().cost_per_token(
+                model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
+            )
+            return float(prompt) + float(completion)
+        except Exception:  # unknown model: no price, not an error
+            return None
+
+
+@dataclass
+class Budget:
+    """Shared by every step of a run (steps run in threads, hence the lock)."""
+
+    max_cost: float | None = None
+    max_calls: int | None = None
+    spent: float = 0.0
+    calls: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def reserve(self, what: str, estimate: float | None) -> None:
+        """Count a call about to be made, or refuse it if it could cross a limit."""
+        with self._lock:
+            if self.max_calls is not None and self.calls + 1 > self.max_calls:
+                raise BudgetError(
+                    f"{what}: stopped before model call {self.calls + 1}: --max-calls "
+                    f"{self.max_calls} reached. Raise it, or rerun to reuse cached answers."
+                )
+            if self.max_cost is not None and self.spent + (estimate or 0.0) > self.max_cost:
+                raise BudgetError(
+                    f"{what}: stopped before a call that could cost ${estimate:.4f} on top of "
+                    f"${self.spent:.4f} spent: --max-cost {self.max_cost} would be crossed."
+                )
+            self.calls += 1
+
+    def settle(self, cost: float | None) -> None:
+        with self._lock:
+            self.spent += cost or 0.0
