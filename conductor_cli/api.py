@@ -105,6 +105,7 @@ class Runtime:
         self.models = models or LlamaModels(
             n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads
         )
+        cache_mode = CacheMode(cache_mode)  # accept "use" / "refresh" / "off" from Python callers
         enabled = config.cache.enabled and cache_mode is not CacheMode.OFF
         self.cache_mode = cache_mode if enabled else CacheMode.OFF
         self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None

@@ -116,6 +116,7 @@ class LiteLLMBackend:
                 seed=request.seed,
                 timeout=self.timeout_s,
                 num_retries=0,
+                max_retries=0,  # the OpenAI client retries on its own otherwise; we count ours
                 drop_params=True,
                 **kwargs,
             )

@@ -1,0 +1,198 @@
+"""Parallel steps, retries, fallbacks, skipped dependents and budgets, against fake servers
+(FakeOpenAIServer injects latency and faults) through the real litellm path."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.api import run_workflow
+from conductor_cli.config import config_from_dict
+from conductor_cli.errors import BudgetError, WorkerError
+from conductor_cli.events import StepFinished, StepRetry, StepSkipped, StepStarted
+from conductor_cli.trace import load_trace
+from conductor_cli.workflow import parse_workflow
+
+from .conftest import assert_one_line_error, run_cli
+from .fake_openai import FakeOpenAIServer
+
+
+@pytest.fixture
+def fakes() -> Iterator[list[FakeOpenAIServer]]:
+    made: list[FakeOpenAIServer] = []
+    yield made
+    for f in made:
+        f.close()
+
+
+def fake(fakes: list[FakeOpenAIServer], *script: str, **kw: object) -> FakeOpenAIServer:
+    server = FakeOpenAIServer(list(script), **kw)  # type: ignore[arg-type]
+    fakes.append(server)
+    return server
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def worker(name: str, api_base: str, **extra: object) -> dict[str, object]:
+    return {
+        "name": name,
+        "model": "openai/fake",
+        "api_base": api_base,
+        "timeout_s": 5.0,
+        "retries": 0,
+        **extra,
+    }
+
+
+def config(*workers: dict[str, object]):  # type: ignore[no-untyped-def]
+    return config_from_dict({"workers": list(workers)})
+
+
+def steps(*spec: tuple[str, list[int]]):  # type: ignore[no-untyped-def]
+    text = json.dumps(
+        {
+            "steps": [
+                {"worker": w, "task": f"Task number {i}", "sees": s}
+                for i, (w, s) in enumerate(spec)
+            ]
+        }
+    )
+    return parse_workflow(text, sorted({w for w, _ in spec}), 10)
+
+
+def run(workflow, cfg, **kw):  # type: ignore[no-untyped-def]
+    events: list[object] = []
+    result = run_workflow(workflow, "Q?", config=cfg, on_event=events.append, **kw)
+    return result, events
+
+
+def spans(events: list[object]) -> dict[int, tuple[float, float]]:
+    start = {e.index: e.at for e in events if isinstance(e, StepStarted)}
+    end = {e.index: e.at for e in events if isinstance(e, StepFinished)}
+    return {i: (start[i], end[i]) for i in start}
+
+
+def test_independent_steps_overlap_and_a_chain_does_not(fakes: list[FakeOpenAIServer]) -> None:
+    servers = [fake(fakes, "slow") for _ in range(3)]
+    cfg = config(*(worker(f"w{i}", s.api_base) for i, s in enumerate(servers)))
+    result, events = run(steps(("w0", []), ("w1", []), ("w2", [])), cfg, trace=False)
+    s = spans(events)
+    # All three ran at once: each started before any finished.
+    assert max(a for a, _ in s.values()) < min(b for _, b in s.values())
+    assert [r.index for r in result.steps] == [0, 1, 2]
+    chain, events = run(
+        steps(("w0", []), ("w1", [0]), ("w2", [1])), cfg, cache_mode="off", trace=False
+    )
+    s = spans(events)
+    assert s[0][1] <= s[1][0] and s[1][1] <= s[2][0]
+    # The chain's third worker saw the second one's output.
+    assert "Output of step 1" in chain.steps[2].messages[-1]["content"]
+
+
+def test_rate_limit_then_success_is_retried(fakes: list[FakeOpenAIServer]) -> None:
+    flaky = fake(fakes, "429", "ok")
+    cfg = config(worker("flaky", flaky.api_base, retries=2))
+    result, events = run(steps(("flaky", [])), cfg, trace=False)
+    assert result.answer == "fake answer"
+    assert len(flaky.requests) == 2
+    retries = [e for e in events if isinstance(e, StepRetry)]
+    assert len(retries) == 1 and retries[0].attempt == 2 and "RateLimit" in retries[0].error
+    assert 0.5 <= retries[0].delay <= 0.5 * 1.25
+
+
+@pytest.mark.parametrize("fault", ["500", "malformed", "empty"])
+def test_failing_worker_falls_back(fault: str, fakes: list[FakeOpenAIServer]) -> None:
+    bad = fake(fakes, fault)
+    good = fake(fakes, "ok", answer="from the fallback")
+    cfg = config(
+        worker("bad", bad.api_base, retries=1, fallback="good"), worker("good", good.api_base)
+    )
+    result, _ = run(steps(("bad", [])), cfg)
+    assert len(bad.requests) == 2  # the first try and one retry
+    assert result.answer == "from the fallback" and result.steps[0].worker == "good"
+    record = load_trace(result.trace_path)  # type: ignore[arg-type]
+    assert record["steps"][0]["fallback"] == "good" and record["steps"][0]["retries"] == 1
+
+
+def test_failure_skips_dependents_and_spares_independent_steps(
+    fakes: list[FakeOpenAIServer],
+) -> None:
+    ok = fake(fakes, "ok")
+    cfg = config(
+        worker("gone", f"http://127.0.0.1:{closed_port()}/v1", retries=1), worker("ok", ok.api_base)
+    )
+    workflow = steps(("gone", []), ("ok", []), ("ok", [0]), ("ok", [1]))
+    events: list[object] = []
+    with pytest.raises(WorkerError, match=r"step 0 \(gone\): .*Connection error.*1 step skipped"):
+        run_workflow(workflow, "Q?", config=cfg, on_event=events.append)
+    assert [e.index for e in events if isinstance(e, StepSkipped)] == [2]
+    assert sorted(e.index for e in events if isinstance(e, StepFinished)) == [1, 3]
+
+
+def test_timeout_fails_the_step_with_its_error(fakes: list[FakeOpenAIServer]) -> None:
+    hang = fake(fakes, "hang")
+    cfg = config(worker("slow", hang.api_base, timeout_s=1.0))
+    with pytest.raises(WorkerError, match=r"step 0 \(slow\): .*[Tt]imed? ?out"):
+        run(steps(("slow", [])), cfg, trace=False)
+
+
+def test_cli_exit_code_and_trace_for_a_failed_run(
+    fakes: list[FakeOpenAIServer], tmp_path: Path, isolated_home: Path
+) -> None:
+    ok = fake(fakes, "ok")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(
+        f'[[workers]]\nname = "bad"\nmodel = "openai/fake"\nretries = 0\n'
+        f'api_base = "http://127.0.0.1:{closed_port()}/v1"\n\n'
+        f'[[workers]]\nname = "ok"\nmodel = "openai/fake"\napi_base = "{ok.api_base}"\n',
+        encoding="utf-8",
+    )
+    wf = tmp_path / "wf.json"
+    wf.write_text(json.dumps(steps(("bad", []), ("ok", []), ("ok", [0, 1])).to_dict()))
+    proc = run_cli("run", "--config", str(cfg), str(wf), "Q?")
+    assert_one_line_error(proc, 1, "step 0 (bad)", "1 step skipped")
+    assert proc.stdout == ""  # no partial output presented as the answer
+    (trace_file,) = (isolated_home / "data" / "conductor" / "traces").glob("*.json")
+    record = load_trace(trace_file)
+    assert record["status"] == "failed" and record["answer"] is None
+    assert [s["status"] for s in record["steps"]] == ["failed", "done", "skipped"]
+    assert "Connection error" in record["steps"][0]["error"]
+
+
+def test_max_calls_stops_before_the_limit(fakes: list[FakeOpenAIServer]) -> None:
+    server = fake(fakes, "ok")
+    cfg = config(worker("w", server.api_base))
+    with pytest.raises(BudgetError, match="--max-calls 2"):
+        run(
+            steps(("w", []), ("w", [0]), ("w", [1])),
+            cfg,
+            max_calls=2,
+            trace=False,
+            cache_mode="off",
+        )
+    assert len(server.requests) == 2
+
+
+def test_max_cost_stops_before_a_call_that_could_cross_it(
+    fakes: list[FakeOpenAIServer],
+) -> None:
+    server = fake(fakes, "ok")
+    # $1 per million output tokens: one call's bound is max_tokens=1000 -> $0.001 (+ input).
+    cfg = config(
+        worker(
+            "w", server.api_base, max_tokens=1000, input_cost_per_mtok=0.0, output_cost_per_mtok=1.0
+        )
+    )
+    result, _ = run(steps(("w", []), ("w", [0])), cfg, max_cost=0.01, trace=False, cache_mode="off")
+    assert result.totals()["cost"] == pytest.approx(2 * 5 / 1e6)
+    with pytest.raises(BudgetError, match=r"--max-cost 0\.0005"):
+        run(steps(("w", [])), cfg, max_cost=0.0005, trace=False, cache_mode="off")
+    assert len(server.requests) == 2  # the refused call never reached the server
