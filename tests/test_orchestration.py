@@ -196,3 +196,70 @@ def test_max_cost_stops_before_a_call_that_could_cross_it(
     with pytest.raises(BudgetError, match=r"--max-cost 0\.0005"):
         run(steps(("w", [])), cfg, max_cost=0.0005, trace=False, cache_mode="off")
     assert len(server.requests) == 2  # the refused call never reached the server
+
+
+def test_workers_add_remove_round_trip(tmp_path: Path, fakes: list[FakeOpenAIServer]) -> None:
+    import tomllib
+
+    path = tmp_path / "config.toml"
+    original = (
+        "[conductor]\nmax_steps = 3\nseed = 7\n\n[cache]\nsize_limit_mb = 64\n\n"
+        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\n'
+        'description = "tiny"\nmax_tokens = 99\n'
+    )
+    path.write_text(original, encoding="utf-8")
+    server = fake(fakes, "ok")
+    added = run_cli(
+        "workers",
+        "add",
+        "--config",
+        str(path),
+        "remote",
+        "openai/fake",
+        "--api-base",
+        server.api_base,
+        "--description",
+        "a fake server",
+        "--fallback",
+        "local",
+    )
+    assert added.returncode == 0, added.stderr
+    raw = tomllib.loads(path.read_text())
+    assert raw["conductor"] == {"max_steps": 3, "seed": 7}
+    assert raw["cache"] == {"size_limit_mb": 64}
+    assert raw["workers"][0] == {
+        "name": "local",
+        "model": "gguf:smollm2-135m-instruct",
+        "description": "tiny",
+        "max_tokens": 99,
+    }
+    assert raw["workers"][1]["fallback"] == "local"
+    listed = json.loads(run_cli("workers", "list", "--config", str(path), "--json").stdout)
+    assert [w["name"] for w in listed] == ["local", "remote"]
+    tested = run_cli("workers", "test", "--config", str(path), "--json", "remote")
+    assert tested.returncode == 0, tested.stderr
+    assert json.loads(tested.stdout)[0]["reply"] == "fake answer"
+    # Removing a worker another one falls back to would break the file: refused, file intact.
+    before = path.read_text()
+    assert_one_line_error(
+        run_cli("workers", "remove", "--config", str(path), "local"), 2, "workers[0].fallback"
+    )
+    assert path.read_text() == before
+    assert run_cli("workers", "remove", "--config", str(path), "remote").returncode == 0
+    assert tomllib.loads(path.read_text()) == tomllib.loads(original)
+    assert_one_line_error(
+        run_cli("workers", "add", "--config", str(path), "local", "x"), 2, "exists"
+    )
+
+
+def test_workers_test_reports_an_unreachable_worker(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[[workers]]\nname = "gone"\nmodel = "openai/fake"\nretries = 0\n'
+        f'api_base = "http://127.0.0.1:{closed_port()}/v1"\n',
+        encoding="utf-8",
+    )
+    proc = run_cli("workers", "test", "--config", str(path), "--json")
+    assert proc.returncode == 1
+    (row,) = json.loads(proc.stdout)
+    assert row["name"] == "gone" and row["ok"] is False and "Connection error" in row["error"]

@@ -9,7 +9,7 @@ import typer
 
 from .. import __version__
 from . import ask as ask_cmd
-from . import cache_cmd, config_cmd, models, traces
+from . import cache_cmd, config_cmd, models, traces, workers
 from .common import ConfigOption
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ app.command("ask")(ask_cmd.ask)
 app.command("run")(ask_cmd.run)
 app.command("replay")(traces.replay)
 app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
+app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
 app.add_typer(models.app, name="models", help="List, fetch and locate GGUF models.")
 app.add_typer(config_cmd.app, name="config", help="Show, locate and create the config file.")

@@ -1,0 +1,184 @@
+"""`conductor workers`: list, add, remove and test the worker pool in the config file."""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .ask import AsJson
+from .common import ConfigOption, config_path, handle_errors
+from .present import print_json
+
+app = typer.Typer(no_args_is_help=True)
+
+
+def _target(ctx: typer.Context, config: Path | None) -> Path:
+    from .. import paths
+
+    return config_path(ctx, config) or paths.config_file()
+
+
+def _load_raw(path: Path) -> dict[str, Any]:
+    """The file as written (not the defaults-filled Config), so edits keep everything else."""
+    from ..config import Config, config_to_dict, load_config
+
+    if not path.exists():  # start from the embedded default's pool
+        return {"workers": config_to_dict(Config())["workers"]}
+    load_config(path)  # refuse to edit a file that is already invalid; say why
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+def _save_raw(path: Path, raw: dict[str, Any]) -> None:
+    import tomli_w
+
+    from ..config import atomic_write, config_from_dict
+
+    config_from_dict(raw, source=path)  # validate before writing: a bad edit never lands
+    atomic_write(path, tomli_w.dumps(raw).encode("utf-8"))
+
+
+@app.command("list")
+@handle_errors
+def list_cmd(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = None) -> None:
+    """List the workers the conductor can plan for."""
+    from dataclasses import asdict
+
+    from ..config import load_config
+
+    cfg = load_config(config_path(ctx, config))
+    rows = [{k: v for k, v in asdict(w).items() if v is not None} for w in cfg.workers]
+    if as_json:
+        print_json(rows)
+        return
+    for r in rows:
+        extra = f" fallback={r['fallback']}" if "fallback" in r else ""
+        where = f" @ {r['api_base']}" if "api_base" in r else ""
+        typer.echo(f"{r['name']}\t{r['model']}{where}{extra}\t{r.get('description', '')}")
+
+
+@app.command("add")
+@handle_errors
+def add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Worker name, as the conductor will write it.")],
+    model: Annotated[str, typer.Argument(help="gguf:NAME|PATH, or any litellm model string.")],
+    description: Annotated[
+        str, typer.Option(help="Strengths, cost, speed (for the conductor).")
+    ] = "",
+    api_base: Annotated[
+        str | None, typer.Option(help="Server URL, e.g. http://127.0.0.1:8000/v1")
+    ] = None,
+    api_key_env: Annotated[
+        str | None, typer.Option(help="Environment variable with the key.")
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Most tokens per answer.")] = None,
+    fallback: Annotated[str | None, typer.Option(help="Worker that takes over on failure.")] = None,
+    config: ConfigOption = None,
+) -> None:
+    """Add a worker to the config file (created if missing)."""
+    from ..errors import ConfigError
+
+    path = _target(ctx, config)
+    raw = _load_raw(path)
+    workers = raw.setdefault("workers", [])
+    if any(w.get("name") == name for w in workers):
+        raise ConfigError(f"{path}: a worker named {name!r} exists; remove it first.")
+    entry: dict[str, Any] = {"name": name, "model": model}
+    options = {
+        "description": description or None,
+        "api_base": api_base,
+        "api_key_env": api_key_env,
+        "max_tokens": max_tokens,
+        "fallback": fallback,
+    }
+    entry.update({k: v for k, v in options.items() if v is not None})
+    workers.append(entry)
+    _save_raw(path, raw)
+    typer.echo(f"added {name} to {path}")
+
+
+@app.command("remove")
+@handle_errors
+def remove(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Worker name.")],
+    config: ConfigOption = None,
+) -> None:
+    """Remove a worker from the config file."""
+    from ..errors import ConfigError
+
+    path = _target(ctx, config)
+    raw = _load_raw(path)
+    workers = raw.get("workers", [])
+    kept = [w for w in workers if w.get("name") != name]
+    if len(kept) == len(workers):
+        raise ConfigError(f"{path}: no worker named {name!r}.")
+    raw["workers"] = kept
+    _save_raw(path, raw)
+    typer.echo(f"removed {name} from {path}")
+
+
+@app.command("test")
+@handle_errors
+def test(
+    ctx: typer.Context,
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Workers to test (default: all).")
+    ] = None,
+    as_json: AsJson = False,
+    config: ConfigOption = None,
+) -> None:
+    """Send each worker a tiny prompt; report latency, or the error. Exit 1 if any failed."""
+    from ..backends.base import Request
+    from ..backends.llamacpp import LlamaModels
+    from ..catalog import load_catalog
+    from ..config import load_config, restrict_workers
+    from ..errors import EXIT_RUN_FAILED, ConductorError
+    from ..pool import build_pool
+
+    cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
+    c = cfg.conductor
+    models = LlamaModels(n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads)
+    rows = []
+    try:
+        pool = build_pool(cfg, load_catalog(), models)
+        probe = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
+        for w in pool.workers:
+            start = time.monotonic()
+            try:
+                done = w.backend.complete(probe)
+                rows.append(
+                    {
+                        "name": w.name,
+                        "ok": True,
+                        "seconds": round(time.monotonic() - start, 3),
+                        "reply": done.text.strip()[:40],
+                        "error": None,
+                    }
+                )
+            except ConductorError as e:
+                rows.append(
+                    {
+                        "name": w.name,
+                        "ok": False,
+                        "seconds": round(time.monotonic() - start, 3),
+                        "reply": None,
+                        "error": str(e),
+                    }
+                )
+    finally:
+        models.close()
+    if as_json:
+        print_json(rows)
+    else:
+        for r in rows:
+            status = (
+                f"ok {r['seconds']:.2f}s  {r['reply']!r}" if r["ok"] else f"FAILED {r['error']}"
+            )
+            typer.echo(f"{r['name']}\t{status}")
+    if not all(r["ok"] for r in rows):
+        raise typer.Exit(EXIT_RUN_FAILED)
