@@ -7,10 +7,10 @@ events go to the caller's subscriber (a view) and to the trace writer.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .backends.base import Backend
 from .backends.llamacpp import LlamaModels
@@ -18,8 +18,8 @@ from .budget import Budget, Pricing
 from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 from .catalog import Catalog, load_catalog
 from .conductor import Conductor, Plan, WorkerInfo
-from .config import Config, WorkerConfig
-from .engine import Engine, StepResult
+from .config import CONDUCTOR_WORKER, Config, WorkerConfig
+from .engine import Engine, NestedRun, Recurse, StepResult
 from .errors import ConductorError, InputError, WorkflowError
 from .events import (
     PlanReady,
@@ -34,7 +34,7 @@ from .events import (
 from .inputs import Attachment
 from .pool import Pool, Worker, build_pool, conductor_backend
 from .trace import TraceWriter, config_secrets
-from .workflow import Workflow
+from .workflow import Step, Workflow
 
 
 @dataclass(frozen=True)
@@ -154,10 +154,11 @@ def _pricing(wc: WorkerConfig) -> Pricing:
     )
 
 
-def _check_workers(workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult]) -> None:
-    missing = sorted(
-        {s.worker for i, s in enumerate(workflow.steps) if i not in keep} - set(pool.names)
-    )
+def _check_workers(
+    workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult], *, recursion: bool
+) -> None:
+    known = {*pool.names, CONDUCTOR_WORKER} if recursion else set(pool.names)
+    missing = sorted({s.worker for i, s in enumerate(workflow.steps) if i not in keep} - known)
     if missing:
         raise WorkflowError(
             f"the workflow uses workers not in the pool: {', '.join(missing)} "
@@ -219,31 +220,32 @@ def execute(
         emit(RunStarted(question))
         try:
             plan = None
+            c = config.conductor
+            conductor_for = _lazy(lambda: conductor or runtime.conductor())
             if workflow is None:
-                assert conductor is not None
-                emit(PlanStarted(conductor.identity))
-                c = config.conductor
-                infos = [WorkerInfo(w.name, w.description) for w in pool.workers]
-                plan = Conductor(conductor, temperature=c.temperature, seed=c.seed).plan(
-                    question, infos, attachments, c.max_steps
+                plan = _plan(
+                    conductor_for(),
+                    config,
+                    question,
+                    attachments,
+                    _worker_infos(pool, 0, c.max_depth),
+                    emit,
                 )
                 workflow = plan.workflow
                 if writer is not None:
                     writer.set_plan(_plan_record(plan))
-                emit(
-                    PlanReady(
-                        workflow,
-                        plan.seconds,
-                        "cache" if plan.cached else "model",
-                        plan.tokens_in,
-                        plan.tokens_out,
-                    )
-                )
             else:
                 emit(PlanReady(workflow, 0.0, workflow_source))
-            _check_workers(workflow, pool, keep)
+            _check_workers(workflow, pool, keep, recursion=c.max_depth > 0)
+            run_seed = c.seed if seed is None else seed
             engine = Engine(
-                pool, emit, seed=config.conductor.seed if seed is None else seed, stream=stream
+                pool,
+                emit,
+                seed=run_seed,
+                stream=stream,
+                recurse=_recursion(
+                    config, pool, conductor_for, question, attachments, run_seed, stream, depth=0
+                ),
             )
             steps = engine.run(question, workflow, attachments, keep)
             result = RunResult(
@@ -269,6 +271,121 @@ def execute(
             raise
     finally:
         runtime.close()
+
+
+T = TypeVar("T")
+
+
+def _lazy(make: Callable[[], T]) -> Callable[[], T]:
+    """Build on first call only (the conductor's model is resolved only if it is used)."""
+    made: list[T] = []
+
+    def get() -> T:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
+
+
+def _worker_infos(pool: Pool, depth: int, max_depth: int) -> list[WorkerInfo]:
+    infos = [WorkerInfo(w.name, w.description) for w in pool.workers]
+    left = max_depth - depth
+    if left > 0:
+        times = "once more" if left == 1 else f"{left} more levels deep"
+        infos.append(
+            WorkerInfo(
+                CONDUCTOR_WORKER,
+                "you, the conductor, again: reads the outputs it sees, judges whether the team "
+                f"failed, and writes a new corrective workflow (may be used {times})",
+            )
+        )
+    return infos
+
+
+def _plan(
+    backend: Backend,
+    config: Config,
+    question: str,
+    attachments: Sequence[Attachment],
+    infos: Sequence[WorkerInfo],
+    emit: Subscriber,
+) -> Plan:
+    c = config.conductor
+    emit(PlanStarted(backend.identity))
+    plan = Conductor(backend, temperature=c.temperature, seed=c.seed).plan(
+        question, infos, attachments, c.max_steps
+    )
+    emit(
+        PlanReady(
+            plan.workflow,
+            plan.seconds,
+            "cache" if plan.cached else "model",
+            plan.tokens_in,
+            plan.tokens_out,
+        )
+    )
+    return plan
+
+
+def _recursion(
+    config: Config,
+    pool: Pool,
+    conductor_for: Callable[[], Backend],
+    question: str,
+    attachments: Sequence[Attachment],
+    seed: int,
+    stream: bool,
+    *,
+    depth: int,
+) -> Recurse | None:
+    """How a step given to the conductor runs at this depth; None past the depth limit."""
+    max_depth = config.conductor.max_depth
+    if depth >= max_depth:
+        return None
+
+    def recurse(index: int, step: Step, outputs: Mapping[int, str], emit: Subscriber) -> NestedRun:
+        # The nested conductor sees the question, its instruction, and the outputs it may see.
+        seen = [Attachment(f"output of step {j}", text) for j, text in sorted(outputs.items())]
+        sub_attachments = [*attachments, *seen]
+        sub_question = f"{question}\n\nInstruction for this part of the work: {step.task}"
+        emit(RunStarted(sub_question))
+        plan = _plan(
+            conductor_for(),
+            config,
+            sub_question,
+            sub_attachments,
+            _worker_infos(pool, depth + 1, max_depth),
+            emit,
+        )
+        sub_seed = seed + 1000 * (index + 1)
+        engine = Engine(
+            pool,
+            emit,
+            seed=sub_seed,
+            stream=stream,
+            recurse=_recursion(
+                config,
+                pool,
+                conductor_for,
+                sub_question,
+                sub_attachments,
+                sub_seed,
+                stream,
+                depth=depth + 1,
+            ),
+        )
+        steps = engine.run(sub_question, plan.workflow, sub_attachments)
+        emit(RunFinished(steps[-1].output))
+        costs = [s.cost for s in steps]
+        return NestedRun(
+            steps[-1].output,
+            plan.tokens_in + sum(s.tokens_in for s in steps),
+            plan.tokens_out + sum(s.tokens_out for s in steps),
+            None if None in costs else sum(c or 0.0 for c in costs),
+        )
+
+    return recurse
 
 
 def _plan_record(plan: Plan) -> dict[str, Any]:

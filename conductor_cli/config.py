@@ -16,7 +16,8 @@ from .errors import ConfigError
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
-RESERVED_NAMES = frozenset({"conductor"})
+CONDUCTOR_WORKER = "conductor"  # the name the conductor has as a worker (recursion)
+RESERVED_NAMES = frozenset({CONDUCTOR_WORKER})
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 
 
@@ -27,6 +28,8 @@ class ConductorSettings:
     n_ctx: int = 8192
     n_threads: int = 0  # 0: one thread per core
     max_steps: int = 5
+    # Recursion is opt-in: the embedded 135M conductor cannot judge its team's work, so
+    # offering itself as a worker would only add time. Set 1 or more with a stronger model.
     max_depth: int = 0
     temperature: float = 0.2
     seed: int = 0

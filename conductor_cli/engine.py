@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .backends.base import Completion, Request
-from .errors import BudgetError, ConductorError, ConfigError, WorkerError
+from .config import CONDUCTOR_WORKER
+from .errors import BudgetError, ConductorError, ConfigError, WorkerError, WorkflowError
 from .events import (
+    NestedEvent,
     Source,
     StepFailed,
     StepFinished,
@@ -24,7 +26,7 @@ from .events import (
 )
 from .inputs import Attachment
 from .pool import Pool, Worker
-from .workflow import Workflow
+from .workflow import Step, Workflow
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,20 @@ class StepResult:
             source="trace",
             cost=record.get("cost"),
         )
+
+
+@dataclass(frozen=True)
+class NestedRun:
+    """What a recursive step returns: the nested workflow's answer and its totals."""
+
+    answer: str
+    tokens_in: int
+    tokens_out: int
+    cost: float | None
+
+
+# Runs step `index` (a step given to the conductor) as a nested workflow; events go to `emit`.
+Recurse = Callable[[int, Step, Mapping[int, str], Subscriber], NestedRun]
 
 
 def worker_system_prompt(worker: Worker) -> str:
@@ -120,6 +136,7 @@ class Engine:
     stream: bool = False  # emit StepToken events as outputs arrive (for a live view)
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
+    recurse: Recurse | None = None  # set when the conductor may be called as a worker
 
     def run(
         self,
@@ -225,6 +242,8 @@ class Engine:
     ) -> StepResult:
         step = workflow.steps[i]
         outputs = {j: results[j].output for j in step.sees}
+        if step.worker == CONDUCTOR_WORKER:
+            return self._recurse(i, step, outputs, emit)
         worker = self.pool.get(step.worker)
         with limits[worker.name]:
             messages = step_messages(question, attachments, workflow, i, outputs, worker)
@@ -274,6 +293,53 @@ class Engine:
             seconds,
             source,
             done.cost,
+        )
+
+    def _recurse(
+        self, i: int, step: Step, outputs: Mapping[int, str], emit: Subscriber
+    ) -> StepResult:
+        if self.recurse is None:
+            error = WorkflowError(
+                "the conductor cannot be called here (the depth limit is reached)"
+            )
+            emit(StepFailed(i, step.worker, str(error)))
+            raise error
+        emit(StepStarted(i, step.worker, step.task, ()))
+        start = time.monotonic()
+
+        def nested(event: Any) -> None:
+            emit(NestedEvent(i, event))
+
+        try:
+            sub = self.recurse(i, step, outputs, nested)
+        except ConductorError as e:
+            emit(StepFailed(i, step.worker, str(e)))
+            raise
+        seconds = time.monotonic() - start
+        emit(
+            StepFinished(
+                i,
+                step.worker,
+                sub.answer,
+                sub.tokens_in,
+                sub.tokens_out,
+                seconds,
+                "model",
+                sub.cost,
+            )
+        )
+        return StepResult(
+            i,
+            step.worker,
+            step.task,
+            step.sees,
+            (),
+            sub.answer,
+            sub.tokens_in,
+            sub.tokens_out,
+            seconds,
+            "model",
+            sub.cost,
         )
 
     def _call(

@@ -119,6 +119,18 @@ class RunFailed:
     at: float = field(default_factory=_now)
 
 
+@dataclass(frozen=True)
+class NestedEvent:
+    """An event of the nested workflow that the conductor wrote as step `step` (recursion).
+
+    Nesting deeper wraps again, so a subscriber can follow the tree to any depth.
+    """
+
+    step: int
+    event: Any
+    at: float = field(default_factory=_now)
+
+
 Event = (
     RunStarted
     | PlanStarted
@@ -131,6 +143,7 @@ Event = (
     | StepSkipped
     | RunFinished
     | RunFailed
+    | NestedEvent
 )
 Subscriber = Callable[[Any], None]
 
@@ -160,6 +173,7 @@ _TYPES: dict[str, type] = {
         StepSkipped,
         RunFinished,
         RunFailed,
+        NestedEvent,
     )
 }
 
@@ -173,6 +187,8 @@ def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
             continue
         if isinstance(value, Workflow):
             value = value.to_dict()
+        elif name == "event" and isinstance(event, NestedEvent):
+            value = event_to_dict(value, with_messages=with_messages)
         elif isinstance(value, tuple):
             value = list(value)
         out[name] = value
@@ -194,4 +210,6 @@ def event_from_dict(record: dict[str, Any]) -> Any:
         )
     if cls is StepStarted:
         kwargs["messages"] = tuple(kwargs.get("messages", ()))
+    if cls is NestedEvent:
+        kwargs["event"] = event_from_dict(kwargs["event"])
     return cls(**kwargs)

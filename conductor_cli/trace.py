@@ -21,9 +21,11 @@ from . import paths
 from .config import Config, atomic_write
 from .errors import TraceError
 from .events import (
+    NestedEvent,
     PlanReady,
     RunFailed,
     RunFinished,
+    RunStarted,
     StepFailed,
     StepFinished,
     StepRetry,
@@ -141,62 +143,100 @@ class TraceWriter:
         self._write()
 
     def __call__(self, event: Any) -> None:
-        if isinstance(event, StepToken):
+        if isinstance(event, StepToken) or (
+            isinstance(event, NestedEvent) and _innermost(event) is None
+        ):
             return
         self.record["events"].append(event_to_dict(event))
-        steps: list[dict[str, Any]] = self.record["steps"]
-        if isinstance(event, PlanReady):
-            self.record["workflow"] = event.workflow.to_dict()
-            steps[:] = [
-                {
-                    "index": i,
-                    "worker": s.worker,
-                    "task": s.task,
-                    "sees": list(s.sees),
-                    "status": "pending",
-                }
-                for i, s in enumerate(event.workflow.steps)
-            ]
+        if apply_event(self.record, event):
             self._write()
-        elif isinstance(event, StepStarted) and event.index < len(steps):
-            steps[event.index].update(status="running", messages=list(event.messages))
-        elif isinstance(event, StepFinished) and event.index < len(steps):
-            steps[event.index].update(
-                status="done",
-                output=event.output,
-                tokens_in=event.tokens_in,
-                tokens_out=event.tokens_out,
-                cost=event.cost,
-                seconds=round(event.seconds, 3),
-                source=event.source,
-                error=None,
-            )
-            self._write()
-        elif isinstance(event, StepFailed) and event.index < len(steps):
-            steps[event.index].update(status="failed", error=event.error)
-            self._write()
-        elif isinstance(event, StepRetry) and event.index < len(steps):
-            step = steps[event.index]
-            step["retries"] = step.get("retries", 0) + (0 if event.fallback else 1)
-            if event.fallback:
-                step["fallback"] = event.worker
-            step["last_error"] = event.error
-        elif isinstance(event, StepSkipped) and event.index < len(steps):
-            steps[event.index].update(status="skipped", error=event.reason)
-            self._write()
-        elif isinstance(event, RunFinished):
-            self.record.update(status="done", answer=event.answer, finished_at=_iso(event.at))
-            self._write()
-        elif isinstance(event, RunFailed):
-            for step in steps:
-                if step["status"] == "running":
-                    step["status"] = "interrupted" if event.interrupted else "failed"
-            self.record.update(
-                status="interrupted" if event.interrupted else "failed",
-                error=event.error,
-                finished_at=_iso(event.at),
-            )
-            self._write()
+
+
+def _innermost(event: NestedEvent) -> Any:
+    inner = event.event
+    while isinstance(inner, NestedEvent):
+        inner = inner.event
+    return None if isinstance(inner, StepToken) else inner
+
+
+def apply_event(record: dict[str, Any], event: Any) -> bool:
+    """Fold an event into a trace record (or a nested workflow's record inside a step).
+
+    Returns whether the change is worth writing now: a plan or a step that ended.
+    """
+    steps: list[dict[str, Any]] = record["steps"]
+    if isinstance(event, NestedEvent):
+        if event.step >= len(steps):
+            return False
+        child = steps[event.step].setdefault(
+            "nested",
+            {
+                "question": None,
+                "status": "running",
+                "workflow": None,
+                "steps": [],
+                "answer": None,
+                "error": None,
+            },
+        )
+        return apply_event(child, event.event)
+    if isinstance(event, RunStarted) and "version" not in record:
+        record["question"] = event.question
+    elif isinstance(event, PlanReady):
+        record["workflow"] = event.workflow.to_dict()
+        steps[:] = [
+            {
+                "index": i,
+                "worker": s.worker,
+                "task": s.task,
+                "sees": list(s.sees),
+                "status": "pending",
+            }
+            for i, s in enumerate(event.workflow.steps)
+        ]
+        return True
+    elif isinstance(event, StepStarted) and event.index < len(steps):
+        steps[event.index].update(status="running", messages=list(event.messages))
+    elif isinstance(event, StepFinished) and event.index < len(steps):
+        steps[event.index].update(
+            status="done",
+            output=event.output,
+            tokens_in=event.tokens_in,
+            tokens_out=event.tokens_out,
+            cost=event.cost,
+            seconds=round(event.seconds, 3),
+            source=event.source,
+            error=None,
+        )
+        return True
+    elif isinstance(event, StepFailed) and event.index < len(steps):
+        steps[event.index].update(status="failed", error=event.error)
+        return True
+    elif isinstance(event, StepRetry) and event.index < len(steps):
+        step = steps[event.index]
+        step["retries"] = step.get("retries", 0) + (0 if event.fallback else 1)
+        if event.fallback:
+            step["fallback"] = event.worker
+        step["last_error"] = event.error
+    elif isinstance(event, StepSkipped) and event.index < len(steps):
+        steps[event.index].update(status="skipped", error=event.reason)
+        return True
+    elif isinstance(event, RunFinished):
+        record.update(status="done", answer=event.answer, finished_at=_iso(event.at))
+        return True
+    elif isinstance(event, RunFailed):
+        for step in steps:
+            if step["status"] == "running":
+                step["status"] = "interrupted" if event.interrupted else "failed"
+            if isinstance(step.get("nested"), dict) and step["nested"]["status"] == "running":
+                apply_event(step["nested"], event)
+        record.update(
+            status="interrupted" if event.interrupted else "failed",
+            error=event.error,
+            finished_at=_iso(event.at),
+        )
+        return True
+    return False
 
 
 def resolve_trace_path(ref: str) -> Path:

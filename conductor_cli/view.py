@@ -20,6 +20,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from .events import (
+    NestedEvent,
     PlanReady,
     PlanStarted,
     RunFailed,
@@ -104,6 +105,8 @@ class RunState:
     interrupted: bool = False
     # The time of the latest event: a recorded run is drawn as of its end, not as of today.
     last_at: float | None = None
+    # Workflows the conductor wrote as a step (recursion), by step index.
+    nested: dict[int, RunState] = field(default_factory=dict)
 
     def apply(self, event: Any) -> None:
         """Fold one event into the state; events that make no sense here are ignored."""
@@ -111,6 +114,9 @@ class RunState:
         if isinstance(at, int | float):
             self.last_at = at if self.last_at is None else max(self.last_at, at)
         match event:
+            case NestedEvent():
+                if self._step(event.step):
+                    self.nested.setdefault(event.step, RunState()).apply(event.event)
             case RunStarted():
                 self.question = event.question
             case PlanStarted():
@@ -276,18 +282,25 @@ def build_tree(state: RunState, *, now: float | None = None, spinner_frame: int 
     now = time.time() if now is None else now
     spin = SPINNER[spinner_frame % len(SPINNER)]
     tree = Tree(Text(clip(state.question, QUESTION_CHARS) or "conductor", style="bold"))
-    tree.add(_conductor_label(state, now, spin))
-    for step in state.steps:
-        node = tree.add(_step_label(step, now, spin))
-        if step.status in ("running", "retrying") and one_line(step.output):
-            node.add(Text(tail(step.output, TAIL_CHARS), style="dim"))
-        elif step.status == "failed" and step.error:
-            node.add(Text(clip(step.error, ERROR_CHARS), style="red"))
+    _add_workflow(tree, state, now, spin)
     if state.interrupted:
         tree.add(Text("✗ interrupted", style="yellow"))
     elif state.error is not None:
         tree.add(Text(f"✗ run failed: {clip(state.error, ERROR_CHARS)}", style="red"))
     return tree
+
+
+def _add_workflow(node: Tree, state: RunState, now: float, spin: str) -> None:
+    """The conductor's line and one line per step; a recursive step holds its own subtree."""
+    node.add(_conductor_label(state, now, spin))
+    for step in state.steps:
+        child = node.add(_step_label(step, now, spin))
+        if step.index in state.nested:
+            _add_workflow(child, state.nested[step.index], now, spin)
+        if step.status in ("running", "retrying") and one_line(step.output):
+            child.add(Text(tail(step.output, TAIL_CHARS), style="dim"))
+        elif step.status in ("failed", "skipped") and step.error:
+            child.add(Text(clip(step.error, ERROR_CHARS), style="red"))
 
 
 def render_static(state: RunState, console: Console) -> None:
@@ -367,6 +380,9 @@ class PlainProgress:
     @staticmethod
     def _line(event: Any) -> str | None:
         match event:
+            case NestedEvent():
+                inner = PlainProgress._line(event.event)
+                return f"  step {event.step} > {inner}" if inner else None
             case PlanStarted():
                 return "conductor: planning"
             case PlanReady():

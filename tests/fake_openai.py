@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 @dataclass
 class FakeOpenAIServer:
     script: list[str]
-    answer: str = "fake answer"
+    answer: str = "fake answer"  # "{n}" becomes the request's number, counting from 1
     delay: float = 1.0  # seconds a "slow" request takes
     requests: list[dict] = field(default_factory=list)
 
@@ -42,7 +42,7 @@ class FakeOpenAIServer:
                 if mode == "malformed":
                     self._send(200, b'{"choices": [ this is not json')
                     return
-                content = "" if mode == "empty" else fake.answer
+                content = "" if mode == "empty" else fake.answer.replace("{n}", str(n + 1))
                 self._send(
                     200,
                     json.dumps(

@@ -85,6 +85,10 @@ def ask(
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", help="Most steps the workflow may have.")
     ] = None,
+    max_depth: Annotated[
+        int | None,
+        typer.Option("--max-depth", help="How often the conductor may call itself (recursion)."),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
     no_cache: NoCache = False,
     refresh: Refresh = False,
@@ -108,7 +112,7 @@ def ask(
     attachments = read_attachments(file, no_stdin)
     cfg = load_config(config_path(ctx, config))
     cfg = restrict_workers(cfg, worker or [])
-    cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, seed=seed)
+    cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed)
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         result = run_ask(
             question,
@@ -143,7 +147,7 @@ def run(
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
     from ..api import run_workflow
-    from ..config import MAX_STEPS_LIMIT, load_config
+    from ..config import CONDUCTOR_WORKER, MAX_STEPS_LIMIT, load_config
     from ..errors import InputError, WorkflowError
     from ..workflow import parse_workflow
 
@@ -155,7 +159,10 @@ def run(
     attachments = read_attachments(file, no_stdin)
     cfg = load_config(config_path(ctx, config))
     try:
-        workflow = parse_workflow(text, [w.name for w in cfg.workers], MAX_STEPS_LIMIT)
+        names = [w.name for w in cfg.workers]
+        if cfg.conductor.max_depth > 0:
+            names.append(CONDUCTOR_WORKER)
+        workflow = parse_workflow(text, names, MAX_STEPS_LIMIT)
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
