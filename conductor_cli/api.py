@@ -203,14 +203,15 @@ def execute(
     try:
         # Resolve (and fetch) every model before loading any: a bad config costs no load.
         pool = runtime.pool()
-        conductor = runtime.conductor() if workflow is None else None
+        conductor_for = _lazy(runtime.conductor)
+        identity = conductor_for().identity if workflow is None else "(given workflow)"
         writer = None
         if trace:
             writer = TraceWriter(
                 question=question,
                 attachments=attachments,
                 config=config,
-                conductor_identity=conductor.identity if conductor else "(given workflow)",
+                conductor_identity=identity,
                 secrets=config_secrets(config),
                 directory=trace_dir,
                 extra=trace_extra,
@@ -221,7 +222,6 @@ def execute(
         try:
             plan = None
             c = config.conductor
-            conductor_for = _lazy(lambda: conductor or runtime.conductor())
             if workflow is None:
                 plan = _plan(
                     conductor_for(),
@@ -260,7 +260,7 @@ def execute(
                 writer.path if writer else None,
             )
             if writer is not None:
-                writer.record["totals"] = result.totals()
+                writer.set_totals(result.totals())  # written with the RunFinished below
             emit(RunFinished(result.answer))
             return result
         except ConductorError as e:

@@ -140,7 +140,6 @@ class TraceWriter:
 
     def set_totals(self, totals: dict[str, Any]) -> None:
         self.record["totals"] = totals
-        self._write()
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, StepToken) or (
