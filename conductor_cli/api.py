@@ -6,6 +6,7 @@ events go to the caller's subscriber (a view) and to the trace writer.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .backends.base import Backend
+from .backends.litellm import LiteLLMBackend, import_litellm
 from .backends.llamacpp import LlamaModels
 from .budget import Budget, Pricing
 from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
@@ -125,6 +127,10 @@ class Runtime:
     def pool(self) -> Pool:
         """Resolve every worker's model (checked, fetched if needed, not yet loaded)."""
         raw = build_pool(self.config, self.catalog, self.models)
+        if any(isinstance(w.backend, LiteLLMBackend) for w in raw.workers):
+            # litellm takes seconds to import: start now, so it overlaps with loading the
+            # conductor and planning instead of delaying the first remote step.
+            threading.Thread(target=import_litellm, daemon=True).start()
         return Pool(
             tuple(
                 Worker(w.config, self._wrap(w.backend, f"worker {w.name}", _pricing(w.config)))

@@ -30,9 +30,9 @@ class Pricing:
                 + tokens_out * (self.output_per_mtok or 0.0)
             ) / 1e6
         try:
-            from .backends.litellm import _import_litellm
+            from .backends.litellm import import_litellm
 
-            prompt, completion = _import_litellm().cost_per_token(
+            prompt, completion = import_litellm().cost_per_token(
                 model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
             )
             return float(prompt) + float(completion)

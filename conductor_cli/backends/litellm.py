@@ -15,7 +15,7 @@ from .base import Completion, Request, TextSink
 _PLACEHOLDER_KEY = "sk-no-key-needed"
 
 
-def _import_litellm() -> Any:
+def import_litellm() -> Any:
     # Without this, importing litellm first fetches a price list from the internet.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
@@ -98,7 +98,7 @@ class LiteLLMBackend:
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         key = self._api_key()
-        litellm = _import_litellm()
+        litellm = import_litellm()
         kwargs: dict[str, Any] = {}
         if self.api_base:
             kwargs["api_base"] = self.api_base
