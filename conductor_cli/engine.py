@@ -58,6 +58,19 @@ class StepResult:
             "cost": self.cost,
         }
 
+    def finished(self) -> StepFinished:
+        """The event that announces this result."""
+        return StepFinished(
+            self.index,
+            self.worker,
+            self.output,
+            self.tokens_in,
+            self.tokens_out,
+            self.seconds,
+            self.source,
+            self.cost,
+        )
+
     @classmethod
     def from_trace(cls, record: dict[str, Any]) -> StepResult:
         return cls(
@@ -159,18 +172,7 @@ class Engine:
         results: dict[int, StepResult] = {}
         for i, kept in sorted((done or {}).items()):
             emit(StepStarted(i, kept.worker, kept.task, kept.messages))
-            emit(
-                StepFinished(
-                    i,
-                    kept.worker,
-                    kept.output,
-                    kept.tokens_in,
-                    kept.tokens_out,
-                    kept.seconds,
-                    "trace",
-                    kept.cost,
-                )
-            )
+            emit(kept.finished())
             results[i] = kept
         errors: dict[int, ConductorError] = {}
         skipped: dict[int, str] = {}
@@ -269,19 +271,7 @@ class Engine:
                 raise
         seconds = time.monotonic() - start
         source: Source = "cache" if done.cached else "model"
-        emit(
-            StepFinished(
-                i,
-                worker.name,
-                done.text,
-                done.tokens_in,
-                done.tokens_out,
-                seconds,
-                source,
-                done.cost,
-            )
-        )
-        return StepResult(
+        result = StepResult(
             i,
             worker.name,
             step.task,
@@ -294,6 +284,8 @@ class Engine:
             source,
             done.cost,
         )
+        emit(result.finished())
+        return result
 
     def _recurse(
         self, i: int, step: Step, outputs: Mapping[int, str], emit: Subscriber
@@ -316,19 +308,7 @@ class Engine:
             emit(StepFailed(i, step.worker, str(e)))
             raise
         seconds = time.monotonic() - start
-        emit(
-            StepFinished(
-                i,
-                step.worker,
-                sub.answer,
-                sub.tokens_in,
-                sub.tokens_out,
-                seconds,
-                "model",
-                sub.cost,
-            )
-        )
-        return StepResult(
+        result = StepResult(
             i,
             step.worker,
             step.task,
@@ -341,6 +321,8 @@ class Engine:
             "model",
             sub.cost,
         )
+        emit(result.finished())
+        return result
 
     def _call(
         self, i: int, worker: Worker, messages: tuple[dict[str, str], ...], emit: Subscriber
