@@ -9,6 +9,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from _common import report
+
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.config import WorkerConfig
 from conductor_cli.engine import Engine
@@ -66,15 +68,24 @@ def direct_call() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
-    runs = parser.parse_args().runs
-    waits = [w for _ in range(runs) for w in one_run()]
-    direct = [direct_call() for _ in range(runs * 6)]
-    print(f"steps measured: {len(waits)} ({runs} runs of a 6-step DAG)")
-    print(
-        f"engine overhead per step: median {statistics.median(waits) * 1e3:.3f} ms, "
-        f"p90 {statistics.quantiles(waits, n=10)[-1] * 1e3:.3f} ms"
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    waits = [w for _ in range(args.runs) for w in one_run()]
+    direct = [direct_call() for _ in range(args.runs * 6)]
+    med, p90 = statistics.median(waits), statistics.quantiles(waits, n=10)[-1]
+    report(
+        [
+            {
+                "what": f"engine overhead per step, 6-step DAG, instant workers "
+                f"({len(waits)} steps)",
+                "figure": f"median {med * 1e3:.3f} ms, p90 {p90 * 1e3:.3f} ms",
+                "reference": f"a direct backend call: {statistics.median(direct) * 1e3:.4f} ms",
+                "target": "<= 5 ms median",
+                "ok": med <= 0.005,
+            }
+        ],
+        args.json,
     )
-    print(f"direct backend call:      median {statistics.median(direct) * 1e3:.4f} ms")
 
 
 if __name__ == "__main__":

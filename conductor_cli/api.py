@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from .backends.base import Backend
 from .backends.litellm import LiteLLMBackend, import_litellm
 from .backends.llamacpp import LlamaModels
+from .backends.prefix_state import PrefixStateStore
 from .budget import Budget, Pricing
 from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 from .catalog import Catalog, load_catalog
@@ -103,14 +104,19 @@ class Runtime:
         self.budget = budget
         c = config.conductor
         self.catalog = catalog or load_catalog()
-        self._own_models = models is None
-        self.models = models or LlamaModels(
-            n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads
-        )
         cache_mode = CacheMode(cache_mode)  # accept "use" / "refresh" / "off" from Python callers
         enabled = config.cache.enabled and cache_mode is not CacheMode.OFF
         self.cache_mode = cache_mode if enabled else CacheMode.OFF
         self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None
+        self._own_models = models is None
+        self.models = models or LlamaModels(
+            n_ctx=c.n_ctx,
+            n_gpu_layers=c.n_gpu_layers,
+            n_threads=c.n_threads,
+            # Speed only, answers do not depend on it: kept even under --no-cache/--refresh.
+            state_store=PrefixStateStore.default() if config.cache.enabled else None,
+            kv_cache_type=c.kv_cache_type,
+        )
         self.counter = CallCounter()
 
     def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:

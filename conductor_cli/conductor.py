@@ -161,6 +161,7 @@ class Conductor:
                 temperature=self.temperature,
                 seed=self.seed,
                 grammar=grammar,
+                fixed_messages=1,  # the system prompt: instructions and pool, same every time
             )
         )
 

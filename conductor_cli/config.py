@@ -18,6 +18,7 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
 CONDUCTOR_WORKER = "conductor"  # the name the conductor has as a worker (recursion)
 RESERVED_NAMES = frozenset({CONDUCTOR_WORKER})
+KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 
 
@@ -26,7 +27,10 @@ class ConductorSettings:
     model: str = DEFAULT_MODEL
     n_gpu_layers: int = -1
     n_ctx: int = 8192
-    n_threads: int = 0  # 0: one thread per core
+    n_threads: int = 0  # 0: one thread per physical core
+    # The KV cache's number format. q8_0 halves its memory against f16 (8192 tokens of the
+    # default model: 94 MB instead of 188 MB) at a loss too small to see in a plan.
+    kv_cache_type: str = "q8_0"
     max_steps: int = 5
     # Recursion is opt-in: the embedded 135M conductor cannot judge its team's work, so
     # offering itself as a worker would only add time. Set 1 or more with a stronger model.
@@ -87,6 +91,7 @@ _CONDUCTOR_TYPES: dict[str, type] = {
     "n_gpu_layers": int,
     "n_ctx": int,
     "n_threads": int,
+    "kv_cache_type": str,
     "max_steps": int,
     "max_depth": int,
     "temperature": float,
@@ -168,6 +173,11 @@ def _validate_conductor(c: ConductorSettings, where: str) -> None:
     _require(0 <= c.max_depth <= 3, f"{where}.max_depth", f"must be 0 to 3, got {c.max_depth}.")
     _require(0.0 <= c.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
     _require(c.n_threads >= 0, f"{where}.n_threads", "must be 0 (auto) or a positive count.")
+    _require(
+        c.kv_cache_type in KV_CACHE_TYPES,
+        f"{where}.kv_cache_type",
+        f"must be one of {', '.join(KV_CACHE_TYPES)}, got {c.kv_cache_type!r}.",
+    )
 
 
 def _validate_worker(w: WorkerConfig, where: str) -> None:

@@ -21,6 +21,9 @@ class Request:
     # llama.cpp only: small local models loop on a sentence without it ("The answer is: Paris."
     # fifty times with SmolLM2); API models take no such parameter.
     repeat_penalty: float = 1.1
+    # How many leading messages repeat across calls (the conductor's system prompt): llama.cpp
+    # keeps its state after them on disk. A hint for speed only, so not part of the cache key.
+    fixed_messages: int = 0
 
 
 @dataclass(frozen=True)

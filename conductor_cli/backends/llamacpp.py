@@ -7,14 +7,23 @@ The conductor and any local worker using the same file share the one instance.
 
 from __future__ import annotations
 
-import os
+import ctypes
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError, WorkerError
+from ..hardware import physical_cores
 from .base import Completion, Request, TextSink
+from .prefix_state import PrefixStateStore, state_key
+
+# ggml's type ids for the KV cache formats the config offers.
+_GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8}
+
+# Below this many tokens a saved state is not worth a file: reading them again is quick.
+MIN_PREFIX_TOKENS = 64
 
 
 @dataclass
@@ -27,10 +36,19 @@ class _Loaded:
 class LlamaModels:
     """Loads each GGUF file at most once, on first use."""
 
-    def __init__(self, n_ctx: int = 8192, n_gpu_layers: int = -1, n_threads: int = 0) -> None:
+    def __init__(
+        self,
+        n_ctx: int = 8192,
+        n_gpu_layers: int = -1,
+        n_threads: int = 0,
+        state_store: PrefixStateStore | None = None,
+        kv_cache_type: str = "q8_0",
+    ) -> None:
         self.n_ctx = n_ctx
+        self.kv_cache_type = kv_cache_type
         self.n_gpu_layers = n_gpu_layers
-        self.n_threads = n_threads or (os.cpu_count() or 1)
+        self.n_threads = n_threads or physical_cores()
+        self.state_store = state_store
         self._models: dict[Path, _Loaded] = {}
         self._lock = threading.Lock()
 
@@ -44,6 +62,7 @@ class LlamaModels:
     def _load(self, path: Path) -> Any:
         from llama_cpp import Llama
 
+        kv_type = _GGML_TYPES[self.kv_cache_type]
         try:
             # Defaults are wrong for us (verbose, n_ctx=512, CPU only, random seed): set them all.
             return Llama(
@@ -53,6 +72,10 @@ class LlamaModels:
                 n_threads=self.n_threads,
                 seed=0,
                 verbose=False,
+                # A quantized V cache needs flash attention in llama.cpp.
+                flash_attn=self.kv_cache_type != "f16",
+                type_k=kv_type,
+                type_v=kv_type,
             )
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelError(
@@ -95,6 +118,13 @@ class LlamaCppBackend:
         loaded = self._models.get(self.path)
         kwargs: dict[str, Any] = {}
         with loaded.lock:
+            store = self._models.state_store
+            if store is not None and request.fixed_messages > 0:
+                _warm_prefix(loaded.llama, store, self.sha256, request)
+            if request.grammar is not None and on_text is None:
+                prompt = _prompt_tokens(loaded.llama, request.messages)
+                if prompt is not None:
+                    return self._constrained(loaded.llama, prompt, request)
             if request.grammar is not None:
                 grammar = loaded.grammars.get(request.grammar)
                 if grammar is None:
@@ -119,6 +149,99 @@ class LlamaCppBackend:
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
+
+    def _constrained(self, llama: Any, prompt: list[int], request: Request) -> Completion:
+        from .constrained import generate
+
+        room = llama.n_ctx() - len(prompt)
+        if room <= 0:
+            raise WorkerError(
+                f"{self.path.name}: the prompt ({len(prompt)} tokens) does not fit the context "
+                f"window of {llama.n_ctx()}; raise conductor.n_ctx in the config."
+            )
+        assert request.grammar is not None
+        out = generate(
+            llama,
+            prompt,
+            request.grammar,
+            max_tokens=min(request.max_tokens, room),
+            temperature=request.temperature,
+            seed=request.seed,
+            repeat_penalty=request.repeat_penalty,
+        )
+        return Completion(
+            text=llama.detokenize(out.tokens).decode("utf-8", errors="replace"),
+            tokens_in=len(prompt),
+            tokens_out=len(out.tokens),
+            finish_reason=out.finish_reason,
+        )
+
+
+def _prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:
+    """The tokens create_chat_completion will feed for `messages` (the GGUF's own template)."""
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        return None
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def text(token: int) -> str:
+        return llama._model.token_get_text(token) if token != -1 else ""
+
+    formatter = Jinja2ChatFormatter(
+        template=template, eos_token=text(llama.token_eos()), bos_token=text(llama.token_bos())
+    )
+    result = formatter(messages=list(messages))
+    return list(
+        llama.tokenize(
+            result.prompt.encode("utf-8"), add_bos=not result.added_special, special=True
+        )
+    )
+
+
+def fixed_prefix(llama: Any, messages: Sequence[dict[str, str]], fixed: int) -> list[int]:
+    """The tokens the whole prompt shares with a prompt of only its first `fixed` messages."""
+    full = _prompt_tokens(llama, messages)
+    head = _prompt_tokens(llama, messages[:fixed])
+    if full is None or head is None:
+        return []
+    n = 0
+    for a, b in zip(full, head, strict=False):
+        if a != b:
+            break
+        n += 1
+    # Leave at least one token to read, so the model computes fresh logits for sampling.
+    return full[: min(n, len(full) - 1)]
+
+
+def _warm_prefix(llama: Any, store: PrefixStateStore, sha256: str, request: Request) -> None:
+    """Put the state after the request's fixed prefix into the context: from memory, from disk,
+    or by reading it once and saving it. llama-cpp-python then reads only the rest of the prompt
+    (its generate() keeps the longest matching prefix of what the context already holds).
+    """
+    prefix = fixed_prefix(llama, request.messages, request.fixed_messages)
+    n = len(prefix)
+    if n < MIN_PREFIX_TOKENS or n >= llama.n_ctx():
+        return
+    if llama.n_tokens >= n and llama.input_ids[:n].tolist() == prefix:
+        return  # this process read it already
+    import llama_cpp
+
+    key = state_key(sha256, llama_cpp.__version__, llama.n_ctx(), prefix)
+    blob = store.load(key, prefix)
+    if blob is not None:
+        buffer = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+        if llama_cpp.llama_state_set_data(llama.ctx, buffer, len(blob)) == len(blob):
+            llama.input_ids[:n] = prefix
+            llama.n_tokens = n
+            return
+        llama.reset()  # refused by llama.cpp: read the prefix instead
+    llama.reset()
+    llama.eval(prefix)
+    size = llama_cpp.llama_state_get_size(llama.ctx)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_get_data(llama.ctx, buffer, size)
+    if 0 < written <= size:
+        store.save(key, prefix, ctypes.string_at(buffer, written))
 
 
 def _from_response(out: dict[str, Any]) -> Completion:

@@ -37,23 +37,35 @@ def path() -> None:
 @app.command("stats")
 @handle_errors
 def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = None) -> None:
-    """Entries, size on disk and size limit."""
+    """Entries, size on disk and size limit; and the saved conductor prompt states."""
+    from ..backends.prefix_state import PrefixStateStore
+
     cache = _open(ctx, config)
     info = cache.stats()
     cache.close()
+    store = PrefixStateStore.default()
+    info["prompt_states"] = len(store.files())
+    info["prompt_state_bytes"] = store.size_bytes()
     if as_json:
         print_json(info)
         return
     mb = info["bytes"] / 1e6
     limit = info["size_limit_bytes"] / 1e6
     typer.echo(f"{info['entries']} entries, {mb:.1f} MB of {limit:.0f} MB, in {info['path']}")
+    typer.echo(
+        f"{info['prompt_states']} saved conductor prompt states, "
+        f"{info['prompt_state_bytes'] / 1e6:.1f} MB, in {store.directory}"
+    )
 
 
 @app.command("clear")
 @handle_errors
 def clear(ctx: typer.Context, config: ConfigOption = None) -> None:
-    """Delete every cached response."""
+    """Delete every cached response and saved conductor prompt state."""
+    from ..backends.prefix_state import PrefixStateStore
+
     cache = _open(ctx, config)
     removed = cache.clear()
     cache.close()
-    typer.echo(f"removed {removed} entries")
+    states = PrefixStateStore.default().clear()
+    typer.echo(f"removed {removed} entries and {states} prompt states")

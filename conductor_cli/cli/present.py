@@ -6,9 +6,10 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..events import Subscriber
+if TYPE_CHECKING:  # events pull in the workflow module; --help should not pay for it
+    from ..events import Subscriber
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,6 +28,8 @@ def _load_raw(path: Path) -> dict[str, Any]:
     if not path.exists():  # start from the embedded default's pool
         return {"workers": config_to_dict(Config())["workers"]}
     load_config(path)  # refuse to edit a file that is already invalid; say why
+    import tomllib
+
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
@@ -142,7 +143,12 @@ def test(
 
     cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
     c = cfg.conductor
-    models = LlamaModels(n_ctx=c.n_ctx, n_gpu_layers=c.n_gpu_layers, n_threads=c.n_threads)
+    models = LlamaModels(
+        n_ctx=c.n_ctx,
+        n_gpu_layers=c.n_gpu_layers,
+        n_threads=c.n_threads,
+        kv_cache_type=c.kv_cache_type,
+    )
     rows = []
     try:
         pool = build_pool(cfg, load_catalog(), models)

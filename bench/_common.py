@@ -1,0 +1,94 @@
+"""Shared bench plumbing: isolated directories, timed subprocesses, medians, result rows.
+
+Every bench compares a figure with a reference measured in the same run, because these
+machines are noisy; the ratio is what is reported and checked against the issue's target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+CONDUCTOR = str(BIN / "conductor")
+
+
+@dataclass(frozen=True)
+class Timed:
+    seconds: float
+    max_rss_kb: int
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def isolated_env(root: Path, config: str | None = None) -> dict[str, str]:
+    """Fresh config, cache and data dirs under `root`; the user's models dir (no re-download)."""
+    from conductor_cli import paths
+
+    env = dict(os.environ)
+    env["CONDUCTOR_MODELS_DIR"] = str(paths.models_dir())
+    env["CONDUCTOR_CACHE_DIR"] = str(root / "cache")
+    env["CONDUCTOR_DATA_DIR"] = str(root / "data")
+    env.pop("CONDUCTOR_CONFIG", None)
+    env["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # no config file: the embedded default
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has .pyc files
+    if config is not None:
+        env["CONDUCTOR_CONFIG"] = str(root / "config.toml")
+        (root / "config.toml").write_text(config, encoding="utf-8")
+    return env
+
+
+def temp_root() -> Path:
+    return Path(tempfile.mkdtemp(prefix="conductor-bench-"))
+
+
+def timed(cmd: Sequence[str], env: dict[str, str] | None = None) -> Timed:
+    """Run `cmd` with no stdin; its wall time and its own peak RSS (reaped with os.wait4)."""
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            list(cmd), env=env, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out_f.seek(0)
+        err_f.seek(0)
+        return Timed(seconds, int(usage.ru_maxrss), proc.returncode, out_f.read(), err_f.read())
+
+
+def must(result: Timed, what: str) -> Timed:
+    if result.returncode != 0:
+        sys.exit(f"{what} failed ({result.returncode}): {result.stderr.strip()[-800:]}")
+    return result
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def compile_sources() -> None:
+    """Byte-compile the package once, as a wheel install does, before timing start-up."""
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(REPO / "conductor_cli")], check=True
+    )
+
+
+def report(rows: list[dict[str, object]], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    for r in rows:
+        verdict = "meets" if r["ok"] else "MISSES"
+        print(f"{r['what']}: {r['figure']} | reference: {r['reference']} | {verdict} {r['target']}")
