@@ -21,11 +21,11 @@ from conductor_cli.api import execute
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels, fixed_prefix
 from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
-from conductor_cli.config import load_config
 from conductor_cli.conductor import Conductor, WorkerInfo, plan_messages
+from conductor_cli.config import load_config
 from conductor_cli.hardware import physical_cores
 
-from .conftest import assert_one_line_error, run_cli
+from .conftest import assert_one_line_error
 
 HEAVY = ("litellm", "llama_cpp")
 POOL = [
