@@ -25,6 +25,8 @@ from typing import Any
 
 from .errors import WorkflowError
 
+_SPACES = "\\x00-\\x20\\x7F\\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000"
+
 # A task is 3..TASK_MAX_WORDS words of at most WORD_MAX_CHARS characters each: the bound makes
 # generation finite, and requiring spaces stops a small model from emitting one endless
 # identifier such as "loca_loca_loca_..." (seen with SmolLM2 under a plain length bound).
@@ -83,7 +85,9 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
     rules.append(
         f'task ::= "\\"" word ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""'
     )
-    rules.append(f'word ::= [^"\\\\\\x00-\\x20]{{1,{WORD_MAX_CHARS}}}')
+    # Not a quote, backslash, control character or any space Python's str.split() splits on
+    # (a no-break space inside a "word" made a 24-word task count 25).
+    rules.append(f'word ::= [^"\\\\{_SPACES}]{{1,{WORD_MAX_CHARS}}}')
     for k in range(max_steps):
         rules.append(
             f'step{k} ::= "{{\\"worker\\": " worker ", \\"task\\": " task '

@@ -147,3 +147,16 @@ def test_token_bound_covers_the_longest_workflow() -> None:
     )
     assert len(longest.steps[0].task) <= TASK_MAX_CHARS
     assert len(longest.to_json()) <= max_plan_tokens(5)
+
+
+def test_grammar_words_exclude_every_space_python_splits_on() -> None:
+    import re
+
+    from conductor_cli.workflow import _SPACES
+
+    excluded: set[int] = set()
+    for lo, hi in re.findall(r"\\[xu]([0-9A-Fa-f]+)(?:-\\[xu]([0-9A-Fa-f]+))?", _SPACES):
+        excluded.update(range(int(lo, 16), int(hi or lo, 16) + 1))
+    spaces = {c for c in range(0x110000) if chr(c).isspace()}
+    assert spaces <= excluded, sorted(hex(c) for c in spaces - excluded)
+    assert f'[^"\\\\{_SPACES}]' in gbnf_grammar(["a"], 2)

@@ -35,10 +35,10 @@ def _chain(n_vocab: int, temperature: float, seed: int, repeat_penalty: float) -
     import llama_cpp as lc
 
     chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-    lc.llama_sampler_chain_add(
-        chain,
-        lc.llama_sampler_init_penalties(n_vocab, PENALTY_LAST_N, repeat_penalty, 0.0, 0.0),
-    )
+    penalty_args: tuple[float, ...] = (PENALTY_LAST_N, repeat_penalty, 0.0, 0.0)
+    if len(lc.llama_sampler_init_penalties.argtypes) == 5:  # bindings that still take n_vocab
+        penalty_args = (n_vocab, *penalty_args)
+    lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_penalties(*penalty_args))
     if temperature <= 0.0:
         lc.llama_sampler_chain_add(chain, lc.llama_sampler_init_greedy())
         return chain
