@@ -89,6 +89,7 @@ def report(rows: list[dict[str, object]], as_json: bool) -> None:
     if as_json:
         print(json.dumps(rows, indent=2))
         return
+    sys.stdout.flush()
     for r in rows:
         verdict = "meets" if r["ok"] else "MISSES"
         print(f"{r['what']}: {r['figure']} | reference: {r['reference']} | {verdict} {r['target']}")

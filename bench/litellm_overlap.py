@@ -19,7 +19,10 @@ import urllib.request
 
 from _common import CONDUCTOR, isolated_env, median, must, report, temp_root, timed
 
-WORKER = 'name = "helper"\ndescription = "a small general model: short, direct answers"\n'
+WORKER = (
+    'name = "helper"\ndescription = "a small general model: short, direct answers"\n'
+    "max_tokens = 24\ntemperature = 0.0\n"  # short, equal-length steps on both paths
+)
 QUESTION = "Name the largest planet of the solar system."
 
 

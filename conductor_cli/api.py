@@ -6,7 +6,6 @@ events go to the caller's subscriber (a view) and to the trace writer.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .backends.base import Backend
-from .backends.litellm import LiteLLMBackend, import_litellm
+from .backends.litellm import LiteLLMProcess
 from .backends.llamacpp import LlamaModels
 from .backends.prefix_state import PrefixStateStore
 from .budget import Budget, Pricing
@@ -35,7 +34,7 @@ from .events import (
     fan_out,
 )
 from .inputs import Attachment
-from .pool import Pool, Worker, build_pool, conductor_backend
+from .pool import Pool, Worker, build_pool, conductor_backend, uses_litellm
 from .trace import TraceWriter, config_secrets
 from .workflow import Step, Workflow
 
@@ -118,6 +117,7 @@ class Runtime:
             kv_cache_type=c.kv_cache_type,
         )
         self.counter = CallCounter()
+        self.litellm = LiteLLMProcess()  # started only if a worker or the conductor needs it
 
     def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
         return CachedBackend(
@@ -132,38 +132,46 @@ class Runtime:
 
     def pool(self) -> Pool:
         """Resolve every worker's model (checked, fetched if needed, not yet loaded)."""
-        raw = build_pool(self.config, self.catalog, self.models)
-        if any(isinstance(w.backend, LiteLLMBackend) for w in raw.workers):
-            # litellm takes seconds to import: start now, so it overlaps with loading the
-            # conductor and planning instead of delaying the first remote step.
-            threading.Thread(target=import_litellm, daemon=True).start()
+        raw = build_pool(self.config, self.catalog, self.models, self.litellm)
+        if uses_litellm(self.config):
+            # Start litellm's helper process now: its seconds-long import runs on another core
+            # while the conductor loads and plans, not in front of the first remote step.
+            self.litellm.start()
         return Pool(
             tuple(
-                Worker(w.config, self._wrap(w.backend, f"worker {w.name}", _pricing(w.config)))
+                Worker(
+                    w.config,
+                    self._wrap(w.backend, f"worker {w.name}", self._pricing(w.config)),
+                )
                 for w in raw.workers
             )
         )
 
+    def _pricing(self, wc: WorkerConfig) -> Pricing:
+        return Pricing(
+            wc.model.removeprefix("litellm:"),
+            local=wc.model.startswith("gguf:"),
+            input_per_mtok=wc.input_cost_per_mtok,
+            output_per_mtok=wc.output_cost_per_mtok,
+            lookup=self.litellm.rates,
+        )
+
     def conductor(self) -> Backend:
         model = self.config.conductor.model
-        pricing = Pricing(model.removeprefix("litellm:"), local=not model.startswith("litellm:"))
-        backend = conductor_backend(self.config, self.catalog, self.models)
+        pricing = Pricing(
+            model.removeprefix("litellm:"),
+            local=not model.startswith("litellm:"),
+            lookup=self.litellm.rates,
+        )
+        backend = conductor_backend(self.config, self.catalog, self.models, self.litellm)
         return self._wrap(backend, "conductor", pricing)
 
     def close(self) -> None:
+        self.litellm.close()
         if self._own_models:
             self.models.close()
         if self.cache is not None:
             self.cache.close()
-
-
-def _pricing(wc: WorkerConfig) -> Pricing:
-    return Pricing(
-        wc.model,
-        local=wc.model.startswith("gguf:"),
-        input_per_mtok=wc.input_cost_per_mtok,
-        output_per_mtok=wc.output_cost_per_mtok,
-    )
 
 
 def _check_workers(

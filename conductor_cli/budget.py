@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .errors import BudgetError
@@ -12,14 +13,16 @@ from .errors import BudgetError
 class Pricing:
     """USD for a call's tokens; None where the price is unknown.
 
-    Local GGUF models are free; configured per-million-token prices win; otherwise litellm's
-    price list is asked (it raises for models it does not know, such as local aliases).
+    Local GGUF models are free; configured per-million-token prices win; otherwise `lookup`
+    (litellm's price list, asked in its helper process) gives USD per input and output token,
+    or None for models it does not know, such as local aliases.
     """
 
     model: str
     local: bool = False
     input_per_mtok: float | None = None
     output_per_mtok: float | None = None
+    lookup: Callable[[str], list[float] | None] | None = None
 
     def cost(self, tokens_in: int, tokens_out: int) -> float | None:
         if self.local:
@@ -29,15 +32,10 @@ class Pricing:
                 tokens_in * (self.input_per_mtok or 0.0)
                 + tokens_out * (self.output_per_mtok or 0.0)
             ) / 1e6
-        try:
-            from .backends.litellm import import_litellm
-
-            prompt, completion = import_litellm().cost_per_token(
-                model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out
-            )
-            return float(prompt) + float(completion)
-        except Exception:  # unknown model: no price, not an error
+        rates = self.lookup(self.model) if self.lookup is not None else None
+        if rates is None:
             return None
+        return tokens_in * rates[0] + tokens_out * rates[1]
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .backends.base import Backend
-from .backends.litellm import LiteLLMBackend
+from .backends.litellm import LiteLLMBackend, LiteLLMProcess
 from .backends.llamacpp import LlamaCppBackend, LlamaModels
 from .catalog import Catalog, resolve_gguf
 from .config import Config, WorkerConfig
@@ -47,7 +47,18 @@ def _where(config: Config, key: str) -> str:
     return f"{config.source}: {key}" if config.source else key
 
 
-def build_pool(config: Config, catalog: Catalog, models: LlamaModels) -> Pool:
+def uses_litellm(config: Config) -> bool:
+    return config.conductor.model.startswith(LITELLM_PREFIX) or any(
+        not w.model.startswith(GGUF_PREFIX) for w in config.workers
+    )
+
+
+def build_pool(
+    config: Config,
+    catalog: Catalog,
+    models: LlamaModels,
+    litellm: LiteLLMProcess | None = None,
+) -> Pool:
     """Resolve every worker's model; GGUF files are checked (and fetched) but not loaded yet."""
     workers = []
     for i, wc in enumerate(config.workers):
@@ -63,12 +74,18 @@ def build_pool(config: Config, catalog: Catalog, models: LlamaModels) -> Pool:
                 api_key_env=wc.api_key_env,
                 where=_where(config, f"workers[{i}] ({wc.name})"),
                 timeout_s=wc.timeout_s,
+                process=litellm,
             )
         workers.append(Worker(config=wc, backend=backend))
     return Pool(workers=tuple(workers))
 
 
-def conductor_backend(config: Config, catalog: Catalog, models: LlamaModels) -> Backend:
+def conductor_backend(
+    config: Config,
+    catalog: Catalog,
+    models: LlamaModels,
+    litellm: LiteLLMProcess | None = None,
+) -> Backend:
     """The conductor: a catalog name or .gguf path in llama.cpp, or `litellm:<model>`."""
     c = config.conductor
     if c.model.startswith(LITELLM_PREFIX):
@@ -77,6 +94,7 @@ def conductor_backend(config: Config, catalog: Catalog, models: LlamaModels) -> 
             api_base=c.api_base,
             api_key_env=c.api_key_env,
             where=_where(config, "conductor"),
+            process=litellm,
         )
     spec = c.model.removeprefix(GGUF_PREFIX)
     resolved = resolve_gguf(spec, catalog, _where(config, "conductor.model"))

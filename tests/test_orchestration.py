@@ -263,3 +263,39 @@ def test_workers_test_reports_an_unreachable_worker(tmp_path: Path) -> None:
     assert proc.returncode == 1
     (row,) = json.loads(proc.stdout)
     assert row["name"] == "gone" and row["ok"] is False and "Connection error" in row["error"]
+
+
+def test_litellm_price_is_asked_of_its_helper_process(fakes: list[FakeOpenAIServer]) -> None:
+    from conductor_cli.backends.litellm_child import import_litellm
+
+    server = fake(fakes, "ok")
+    cfg = config(worker("w", server.api_base) | {"model": "openai/gpt-4o-mini"})
+    result, _ = run(steps(("w", [])), cfg, trace=False, cache_mode="off")
+    prompt, completion = import_litellm().cost_per_token(
+        model="openai/gpt-4o-mini", prompt_tokens=10, completion_tokens=5
+    )
+    assert prompt + completion > 0
+    assert result.steps[0].cost == pytest.approx(prompt + completion)
+    # A model litellm has no price for: cost unknown, not an error.
+    cfg = config(worker("w", server.api_base))
+    result, _ = run(steps(("w", [])), cfg, trace=False, cache_mode="off")
+    assert result.steps[0].cost is None
+
+
+def test_a_dead_litellm_helper_fails_the_step_cleanly(fakes: list[FakeOpenAIServer]) -> None:
+    from conductor_cli.backends.base import Request
+    from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
+
+    server = fake(fakes, "ok")
+    process = LiteLLMProcess()
+    backend = LiteLLMBackend("openai/fake", api_base=server.api_base, process=process)
+    request = Request(({"role": "user", "content": "hi"},), 8, 0.0, 0)
+    assert backend.complete(request).text == "fake answer"
+    assert process._proc is not None
+    process._proc.kill()  # fault injection: the helper dies between two calls
+    process._proc.wait()
+    with pytest.raises(WorkerError, match="litellm helper process exited") as info:
+        backend.complete(request)
+    assert not info.value.retryable
+    process.close()
+    assert process._proc is None

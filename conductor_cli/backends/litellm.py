@@ -1,60 +1,119 @@
 """Any model litellm can reach: API providers, local OpenAI-compatible servers, proxies.
 
-litellm takes seconds to import, so it is imported here, on the first call only.
+litellm runs in a helper process (`litellm_child`), started as soon as the pool is known: its
+seconds-long import then runs on another core instead of holding this process's GIL while the
+conductor plans. Several steps may call at once; each request is a line on the child's stdin.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 import os
-from typing import Any
+import queue
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import IO, Any
 
 from ..errors import ConfigError, WorkerError
 from .base import Completion, Request, TextSink
 
-# A local OpenAI-compatible server needs no key, but the OpenAI client insists on one.
-_PLACEHOLDER_KEY = "sk-no-key-needed"
+_GONE = {"error": {"message": "the litellm helper process exited", "retryable": False}}
 
 
-def import_litellm() -> Any:
-    # Without this, importing litellm first fetches a price list from the internet.
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
+@dataclass
+class LiteLLMProcess:
+    """One helper process per run, shared by every litellm worker and a litellm conductor."""
 
-    litellm.suppress_debug_info = True
-    return litellm
+    _proc: subprocess.Popen[bytes] | None = None
+    _pending: dict[int, queue.Queue[dict[str, Any]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _rates: dict[str, list[float] | None] = field(default_factory=dict)
+    _gone: bool = False
 
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is not None:
+                return
+            env = dict(os.environ)
+            env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "conductor_cli.backends.litellm_child"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # litellm's own chatter; errors come as replies
+                env=env,
+            )
+            assert self._proc.stdout is not None
+            threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True).start()
 
-_RETRYABLE_TYPES = (
-    "Timeout",
-    "RateLimitError",
-    "InternalServerError",
-    "ServiceUnavailableError",
-    "BadGatewayError",
-    "APIConnectionError",
-    "APIError",
-)
+    def _read(self, out: IO[bytes]) -> None:
+        for line in out:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            box = self._pending.get(message.get("id"))  # None: ready / import failure
+            if box is not None:
+                box.put(message)
+        with self._lock:  # the child is gone: fail whatever still waits, and what comes later
+            self._gone = True
+            for box in self._pending.values():
+                box.put(_GONE)
 
+    def request(self, payload: dict[str, Any], on_text: TextSink | None = None) -> dict[str, Any]:
+        """Send one request and wait for its final reply, passing streamed text to on_text."""
+        self.start()
+        box: queue.Queue[dict[str, Any]] = queue.Queue()
+        with self._lock:
+            rid = next(self._ids)
+            self._pending[rid] = box
+            proc = self._proc
+            assert proc is not None and proc.stdin is not None
+            alive = not self._gone
+            if alive:
+                try:
+                    proc.stdin.write((json.dumps({**payload, "id": rid}) + "\n").encode())
+                    proc.stdin.flush()
+                except OSError:
+                    alive = False
+        try:
+            if not alive:
+                return _GONE
+            while True:
+                message = box.get()
+                if "text" in message:
+                    if on_text is not None:
+                        on_text(message["text"])
+                    continue
+                return message
+        finally:
+            with self._lock:
+                self._pending.pop(rid, None)
 
-def is_retryable(error: BaseException) -> bool:
-    """Classify by type and by cause: litellm reports a refused local connection as an
-    InternalServerError("Connection error."), not as an APIConnectionError."""
-    for cls in type(error).__mro__:
-        if cls.__name__ in _RETRYABLE_TYPES:
-            return True
-    status = getattr(error, "status_code", None)
-    if isinstance(status, int) and (status == 429 or status >= 500):
-        return True
-    cause: BaseException | None = error
-    while cause is not None:
-        if isinstance(cause, ConnectionError | TimeoutError):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
+    def rates(self, model: str) -> list[float] | None:
+        """litellm's USD per input and per output token for `model`, or None if unknown."""
+        if model not in self._rates:
+            self._rates[model] = self.request({"op": "rates", "model": model}).get("rates")
+        return self._rates[model]
 
-
-def _short(error: Exception) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return text.removeprefix("litellm.").strip()[:300]
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the child exits when its stdin closes
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class LiteLLMBackend:
@@ -66,7 +125,9 @@ class LiteLLMBackend:
         api_key_env: str | None = None,
         where: str = "",
         timeout_s: float = 600.0,
+        process: LiteLLMProcess | None = None,
     ) -> None:
+        self.process = process or LiteLLMProcess()
         self.model = model
         self.api_base = api_base
         self.api_key_env = api_key_env
@@ -85,78 +146,44 @@ class LiteLLMBackend:
     def supports_grammar(self) -> bool:
         return False
 
-    def _api_key(self) -> str | None:
-        if self.api_key_env:
-            key = os.environ.get(self.api_key_env)
-            if not key:
-                raise ConfigError(
-                    f"{self.where}: environment variable {self.api_key_env} is not set; "
-                    f"export {self.api_key_env}=... (keys never go in the config file)."
-                )
-            return key
-        return _PLACEHOLDER_KEY if self.api_base else None
+    def _check_key(self) -> None:
+        # Checked here, at the point of use, so an unused worker's missing key costs nothing.
+        if self.api_key_env and not os.environ.get(self.api_key_env):
+            raise ConfigError(
+                f"{self.where}: environment variable {self.api_key_env} is not set; "
+                f"export {self.api_key_env}=... (keys never go in the config file)."
+            )
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
-        key = self._api_key()
-        litellm = import_litellm()
-        kwargs: dict[str, Any] = {}
-        if self.api_base:
-            kwargs["api_base"] = self.api_base
-        if key:
-            kwargs["api_key"] = key
-        if on_text is not None:
-            kwargs["stream"] = True
-            kwargs["stream_options"] = {"include_usage": True}
-        try:
-            response = litellm.completion(
-                model=self.model,
-                messages=list(request.messages),
-                max_tokens=request.max_tokens,
-                temperature=request.temperature,
-                seed=request.seed,
-                timeout=self.timeout_s,
-                num_retries=0,
-                max_retries=0,  # the OpenAI client retries on its own otherwise; we count ours
-                drop_params=True,
-                **kwargs,
-            )
-            done = _from_stream(response, on_text) if on_text else _from_response(response)
-        except Exception as e:  # litellm raises many types; all mean "this call failed"
+        self._check_key()
+        reply = self.process.request(
+            {
+                "op": "complete",
+                "model": self.model,
+                "messages": list(request.messages),
+                "max_tokens": request.max_tokens,
+                "temperature": request.temperature,
+                "seed": request.seed,
+                "timeout": self.timeout_s,
+                "api_base": self.api_base,
+                "api_key_env": self.api_key_env,  # the child reads the key by name
+                "stream": on_text is not None,
+            },
+            on_text,
+        )
+        if "error" in reply:
+            error = reply["error"]
             target = self.api_base or self.model
             raise WorkerError(
-                f"{self.model} at {target}: {_short(e)}", retryable=is_retryable(e)
-            ) from None
-        if not done.text.strip():
+                f"{self.model} at {target}: {error['message']}",
+                retryable=bool(error.get("retryable")),
+            )
+        done = reply["done"]
+        if not str(done["text"]).strip():
             raise WorkerError(f"{self.model}: the answer was empty", retryable=True)
-        return done
-
-
-def _from_response(response: Any) -> Completion:
-    choice = response.choices[0]
-    usage = getattr(response, "usage", None)
-    return Completion(
-        text=choice.message.content or "",
-        tokens_in=int(getattr(usage, "prompt_tokens", 0) or 0),
-        tokens_out=int(getattr(usage, "completion_tokens", 0) or 0),
-        finish_reason=choice.finish_reason or "stop",
-    )
-
-
-def _from_stream(chunks: Any, on_text: TextSink) -> Completion:
-    parts: list[str] = []
-    finish = "stop"
-    tokens_in = tokens_out = 0
-    for chunk in chunks:
-        usage = getattr(chunk, "usage", None)
-        if usage:
-            tokens_in = int(getattr(usage, "prompt_tokens", 0) or 0)
-            tokens_out = int(getattr(usage, "completion_tokens", 0) or 0)
-        if not chunk.choices:
-            continue
-        choice = chunk.choices[0]
-        piece = getattr(choice.delta, "content", None)
-        if piece:
-            parts.append(piece)
-            on_text(piece)
-        finish = choice.finish_reason or finish
-    return Completion("".join(parts), tokens_in, tokens_out, finish)
+        return Completion(
+            text=str(done["text"]),
+            tokens_in=int(done["tokens_in"]),
+            tokens_out=int(done["tokens_out"]),
+            finish_reason=str(done["finish_reason"]),
+        )

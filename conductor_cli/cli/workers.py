@@ -135,6 +135,7 @@ def test(
 ) -> None:
     """Send each worker a tiny prompt; report latency, or the error. Exit 1 if any failed."""
     from ..backends.base import Request
+    from ..backends.litellm import LiteLLMProcess
     from ..backends.llamacpp import LlamaModels
     from ..catalog import load_catalog
     from ..config import load_config, restrict_workers
@@ -149,9 +150,10 @@ def test(
         n_threads=c.n_threads,
         kv_cache_type=c.kv_cache_type,
     )
+    litellm = LiteLLMProcess()
     rows = []
     try:
-        pool = build_pool(cfg, load_catalog(), models)
+        pool = build_pool(cfg, load_catalog(), models, litellm)
         probe = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
         for w in pool.workers:
             start = time.monotonic()
@@ -177,6 +179,7 @@ def test(
                     }
                 )
     finally:
+        litellm.close()
         models.close()
     if as_json:
         print_json(rows)

@@ -1,0 +1,189 @@
+"""The helper process that makes every litellm call: python -m conductor_cli.backends.litellm_child
+
+Importing litellm takes 3-7 s of Python that holds the GIL in long stretches; in conductor's own
+process it stalled planning (which needs the GIL after every llama.cpp call) for its whole
+length. In this process it runs on another core, in parallel, from the moment the pool is known.
+
+Protocol: one JSON object per line. Requests on stdin:
+  {"id": 1, "op": "complete", "model", "messages", "max_tokens", "temperature", "seed",
+   "timeout", "api_base", "api_key_env", "stream"}
+  {"id": 2, "op": "rates", "model"}
+Replies on stdout: {"id", "text"} pieces while streaming, then {"id", "done": {...}} or
+{"id", "error": {"message", "retryable"}}; {"id", "rates": [in, out] | null} (USD per token).
+API keys are read here from the environment, by name: they never cross the pipe.
+The process ignores Ctrl-C (the parent handles it) and exits when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+PLACEHOLDER_KEY = "sk-no-key-needed"  # local OpenAI-compatible servers need none; the client does
+
+_RETRYABLE_TYPES = (
+    "Timeout",
+    "RateLimitError",
+    "InternalServerError",
+    "ServiceUnavailableError",
+    "BadGatewayError",
+    "APIConnectionError",
+    "APIError",
+)
+
+
+def import_litellm() -> Any:
+    # Without this, importing litellm first fetches a price list from the internet.
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Classify by type and by cause: litellm reports a refused local connection as an
+    InternalServerError("Connection error."), not as an APIConnectionError."""
+    for cls in type(error).__mro__:
+        if cls.__name__ in _RETRYABLE_TYPES:
+            return True
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and (status == 429 or status >= 500):
+        return True
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, ConnectionError | TimeoutError):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def short_error(error: BaseException) -> str:
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return text.removeprefix("litellm.").strip()[:300]
+
+
+def _usage(obj: Any) -> tuple[int, int]:
+    usage = getattr(obj, "usage", None)
+    return (
+        int(getattr(usage, "prompt_tokens", 0) or 0),
+        int(getattr(usage, "completion_tokens", 0) or 0),
+    )
+
+
+def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]) -> dict:
+    kwargs: dict[str, Any] = {}
+    if req.get("api_base"):
+        kwargs["api_base"] = req["api_base"]
+    key_env = req.get("api_key_env")
+    key = os.environ.get(key_env) if key_env else None
+    if key or req.get("api_base"):
+        kwargs["api_key"] = key or PLACEHOLDER_KEY
+    if req.get("stream"):
+        kwargs["stream"] = True
+        kwargs["stream_options"] = {"include_usage": True}
+    response = litellm.completion(
+        model=req["model"],
+        messages=req["messages"],
+        max_tokens=req["max_tokens"],
+        temperature=req["temperature"],
+        seed=req["seed"],
+        timeout=req["timeout"],
+        num_retries=0,
+        max_retries=0,  # the OpenAI client retries on its own otherwise; conductor counts its own
+        drop_params=True,
+        **kwargs,
+    )
+    if not req.get("stream"):
+        choice = response.choices[0]
+        tokens_in, tokens_out = _usage(response)
+        return {
+            "text": choice.message.content or "",
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "finish_reason": choice.finish_reason or "stop",
+        }
+    parts: list[str] = []
+    finish = "stop"
+    tokens_in = tokens_out = 0
+    for chunk in response:
+        if getattr(chunk, "usage", None):
+            tokens_in, tokens_out = _usage(chunk)
+        if not chunk.choices:
+            continue
+        choice = chunk.choices[0]
+        piece = getattr(choice.delta, "content", None)
+        if piece:
+            parts.append(piece)
+            send_text(piece)
+        finish = choice.finish_reason or finish
+    return {
+        "text": "".join(parts),
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "finish_reason": finish,
+    }
+
+
+def rates(litellm: Any, model: str) -> list[float] | None:
+    try:
+        prompt, completion = litellm.cost_per_token(
+            model=model, prompt_tokens=1_000_000, completion_tokens=1_000_000
+        )
+    except Exception:  # unknown model (a local alias): no price, not an error
+        return None
+    return [float(prompt) / 1e6, float(completion) / 1e6]
+
+
+class _Writer:
+    def __init__(self, out: BinaryIO) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+
+    def send(self, message: dict[str, Any]) -> None:
+        line = (json.dumps(message, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            self._out.write(line)
+            self._out.flush()
+
+
+def serve(litellm: Any, req: dict[str, Any], writer: _Writer) -> None:
+    rid = req.get("id")
+    try:
+        if req.get("op") == "rates":
+            writer.send({"id": rid, "rates": rates(litellm, req["model"])})
+            return
+        done = complete(litellm, req, lambda piece: writer.send({"id": rid, "text": piece}))
+        writer.send({"id": rid, "done": done})
+    except Exception as e:  # litellm raises many types; all mean "this call failed"
+        writer.send({"id": rid, "error": {"message": short_error(e), "retryable": is_retryable(e)}})
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it closes our stdin
+    # The protocol owns the real stdout; anything litellm prints goes to stderr instead.
+    protocol = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    writer = _Writer(protocol)
+    try:
+        litellm = import_litellm()
+    except Exception as e:
+        writer.send({"id": None, "error": {"message": f"import litellm: {e}", "retryable": False}})
+        return
+    writer.send({"id": None, "ready": True})
+    for line in sys.stdin.buffer:
+        try:
+            req = json.loads(line)
+        except ValueError:
+            continue
+        threading.Thread(target=serve, args=(litellm, req, writer), daemon=True).start()
+    os._exit(0)  # the parent is gone: do not wait for calls nobody will read
+
+
+if __name__ == "__main__":
+    main()
