@@ -48,7 +48,9 @@ app.add_typer(traces.app, name="traces", help="List, show and remove saved run t
 app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
 app.add_typer(models.app, name="models", help="List, fetch and locate GGUF models.")
-app.add_typer(config_cmd.app, name="config", help="Show, locate and create the config file.")
+app.add_typer(
+    config_cmd.app, name="config", help="Show, get, set, edit, locate and create the config file."
+)
 
 
 def _stop_on_sigterm(signum: int, frame: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -50,3 +51,95 @@ def init(
         raise ConfigError(f"{target}: already exists; use --force to overwrite it.")
     save_config(Config(), target)
     typer.echo(str(target))
+
+
+def _target(ctx: typer.Context, config: Path | None) -> Path:
+    from .. import paths
+
+    return config_path(ctx, config) or paths.config_file()
+
+
+@app.command("get")
+@handle_errors
+def get(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")],
+    config: ConfigOption = None,
+) -> None:
+    """Print one setting in force (a section or a worker prints as TOML)."""
+    import tomli_w
+
+    from ..config import load_config
+    from ..config_edit import get_value
+
+    value = get_value(load_config(config_path(ctx, config)), key)
+    if isinstance(value, dict):
+        typer.echo(tomli_w.dumps(value), nl=False)
+    elif value is None:
+        typer.echo("")  # unset optional key: an empty line, exit 0
+    elif isinstance(value, bool):
+        typer.echo("true" if value else "false")
+    else:
+        typer.echo(str(value))
+
+
+@app.command("set")
+@handle_errors
+def set_(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")],
+    value: Annotated[str, typer.Argument(help="The new value, read as the key's type.")],
+    config: ConfigOption = None,
+) -> None:
+    """Change one setting in the config file; everything else in it stays."""
+    from ..config_edit import load_raw, save_raw, set_value
+
+    target = _target(ctx, config)
+    save_raw(target, set_value(load_raw(target), key, value))
+    typer.echo(f"{key} = {value}  ({target})")
+
+
+@app.command("edit")
+@handle_errors
+def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
+    """Open the config file in $VISUAL or $EDITOR; it is saved only if it is valid."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    from ..config import Config, atomic_write, load_config, save_config
+    from ..errors import ConfigError
+
+    target = _target(ctx, config)
+    if not target.exists():
+        save_config(Config(), target)  # start from the defaults, as `config init` would
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+    # The editor works on a copy next to the file: the file itself changes only when the copy
+    # is valid, so a broken edit, a crash or Ctrl-C in the editor cannot damage it.
+    draft = target.with_name(f".{target.name}.edit.toml")
+    atomic_write(draft, target.read_bytes())
+    try:
+        while True:
+            try:
+                status = subprocess.call([*shlex.split(editor), str(draft)])
+            except OSError as e:
+                raise ConfigError(
+                    f"cannot run the editor {editor!r} ({e.strerror}); set $VISUAL or $EDITOR."
+                ) from None
+            if status != 0:
+                raise ConfigError(
+                    f"{target}: the editor exited with status {status}; the file is unchanged."
+                )
+            try:
+                load_config(draft)
+            except ConfigError as e:
+                problem = str(e).replace(str(draft), str(target))
+                if sys.stdin.isatty() and typer.confirm(f"{problem}\nEdit again?", default=True):
+                    continue
+                raise ConfigError(f"{problem} The file is unchanged.") from None
+            atomic_write(target, draft.read_bytes())
+            typer.echo(f"saved {target}")
+            return
+    finally:
+        draft.unlink(missing_ok=True)

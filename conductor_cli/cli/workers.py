@@ -22,24 +22,15 @@ def _target(ctx: typer.Context, config: Path | None) -> Path:
 
 
 def _load_raw(path: Path) -> dict[str, Any]:
-    """The file as written (not the defaults-filled Config), so edits keep everything else."""
-    from ..config import Config, config_to_dict, load_config
+    from ..config_edit import load_raw
 
-    if not path.exists():  # start from the embedded default's pool
-        return {"workers": config_to_dict(Config())["workers"]}
-    load_config(path)  # refuse to edit a file that is already invalid; say why
-    import tomllib
-
-    return tomllib.loads(path.read_text(encoding="utf-8"))
+    return load_raw(path)
 
 
 def _save_raw(path: Path, raw: dict[str, Any]) -> None:
-    import tomli_w
+    from ..config_edit import save_raw
 
-    from ..config import atomic_write, config_from_dict
-
-    config_from_dict(raw, source=path)  # validate before writing: a bad edit never lands
-    atomic_write(path, tomli_w.dumps(raw).encode("utf-8"))
+    save_raw(path, raw)
 
 
 @app.command("list")

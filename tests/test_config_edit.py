@@ -1,0 +1,152 @@
+"""`conductor config get/set/edit`: single settings by dotted key, and an editor whose broken
+save never reaches the file."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from .conftest import assert_one_line_error, run_cli
+
+START = """\
+[conductor]
+model = "smollm2-135m-instruct"
+max_steps = 4
+seed = 7
+
+[[workers]]
+name = "helper"
+model = "gguf:smollm2-135m-instruct"
+description = "a small model"
+max_tokens = 100
+
+[[workers]]
+name = "remote"
+model = "openai/gpt-4.1-mini"
+api_key_env = "OPENAI_API_KEY"
+fallback = "helper"
+
+[cache]
+size_limit_mb = 512
+"""
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(START, encoding="utf-8")
+    monkeypatch.setenv("CONDUCTOR_CONFIG", str(path))
+    return path
+
+
+def test_set_then_get_round_trips_and_keeps_every_other_key(cfg: Path) -> None:
+    before = tomllib.loads(cfg.read_text())
+    for key, value in [
+        ("conductor.max_steps", "3"),
+        ("workers.helper.description", "fast, free, weak; short answers"),
+        ("workers.remote.temperature", "0.5"),
+        ("cache.enabled", "false"),
+    ]:
+        proc = run_cli("config", "set", key, value)
+        assert proc.returncode == 0, proc.stderr
+        assert run_cli("config", "get", key).stdout.strip() == value
+    after = tomllib.loads(cfg.read_text())
+    expected = before
+    expected["conductor"]["max_steps"] = 3
+    expected["workers"][0]["description"] = "fast, free, weak; short answers"
+    expected["workers"][1]["temperature"] = 0.5
+    expected["cache"]["enabled"] = False
+    assert after == expected
+    # Defaults in force are readable too, and a section prints as TOML.
+    assert run_cli("config", "get", "conductor.n_ctx").stdout.strip() == "8192"
+    assert run_cli("config", "get", "workers.remote.api_base").stdout == "\n"
+    section = tomllib.loads(run_cli("config", "get", "workers.helper").stdout)
+    assert section["max_tokens"] == 100 and section["name"] == "helper"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needles"),
+    [
+        ("conductor.max_step", "3", ["conductor.max_step", "Did you mean", "max_steps"]),
+        ("conductr.max_steps", "3", ["conductr", "Did you mean", "conductor"]),
+        ("conductor.max_steps", "many", ["conductor.max_steps", "expected an integer"]),
+        ("conductor.max_steps", "99", ["conductor.max_steps", "between 1 and 10"]),
+        ("cache.enabled", "maybe", ["cache.enabled", "true or false"]),
+        ("workers.helpr.max_tokens", "9", ["no worker named 'helpr'", "helper"]),
+        ("workers.helper.fallback", "nobody", ["fallback", "nobody"]),
+        ("workers.helper", "x", ["workers.NAME.KEY"]),
+    ],
+)
+def test_a_bad_set_names_the_key_and_leaves_the_file_alone(
+    cfg: Path, key: str, value: str, needles: list[str]
+) -> None:
+    before = cfg.read_bytes()
+    assert_one_line_error(run_cli("config", "set", key, value), 2, *needles)
+    assert cfg.read_bytes() == before
+
+
+def _editor(tmp_path: Path, body: str, exit_code: int = 0) -> str:
+    """A scripted editor: a Python program that rewrites the file it is given."""
+    script = tmp_path / "editor.py"
+    script.write_text(
+        "import sys\n"
+        "path = sys.argv[1]\n"
+        "text = open(path).read()\n"
+        f"{body}\n"
+        f"sys.exit({exit_code})\n",
+        encoding="utf-8",
+    )
+    return f"{sys.executable} {script}"
+
+
+def test_edit_keeps_the_old_file_when_the_editor_saves_a_broken_one(
+    cfg: Path, tmp_path: Path
+) -> None:
+    before = cfg.read_bytes()
+    broken = _editor(tmp_path, "open(path, 'w').write(text + '\\n[conductor\\nmax_steps = ')")
+    os.environ["EDITOR"] = broken
+    try:
+        proc = run_cli("config", "edit")
+    finally:
+        del os.environ["EDITOR"]
+    line = assert_one_line_error(proc, 2, str(cfg), "invalid TOML", "unchanged")
+    assert ".edit.toml" not in line  # the error names the user's file, not the draft
+    assert cfg.read_bytes() == before
+    assert [p.name for p in cfg.parent.iterdir() if ".edit" in p.name] == []
+
+
+def test_edit_refuses_a_valid_toml_with_a_bad_value(cfg: Path, tmp_path: Path) -> None:
+    before = cfg.read_bytes()
+    os.environ["VISUAL"] = _editor(
+        tmp_path, "open(path, 'w').write(text.replace('max_steps = 4', 'max_steps = 40'))"
+    )
+    try:
+        proc = run_cli("config", "edit")
+    finally:
+        del os.environ["VISUAL"]
+    assert_one_line_error(proc, 2, "conductor.max_steps", "unchanged")
+    assert cfg.read_bytes() == before
+
+
+def test_edit_saves_a_valid_change_and_respects_the_editors_exit_code(
+    cfg: Path, tmp_path: Path
+) -> None:
+    os.environ["EDITOR"] = _editor(
+        tmp_path, "open(path, 'w').write(text.replace('seed = 7', 'seed = 8'))", exit_code=1
+    )
+    try:
+        assert_one_line_error(run_cli("config", "edit"), 2, "exited with status 1", "unchanged")
+        assert "seed = 7" in cfg.read_text()
+        os.environ["EDITOR"] = _editor(
+            tmp_path, "open(path, 'w').write(text.replace('seed = 7', 'seed = 8'))"
+        )
+        proc = run_cli("config", "edit")
+    finally:
+        del os.environ["EDITOR"]
+    assert proc.returncode == 0, proc.stderr
+    assert tomllib.loads(cfg.read_text())["conductor"]["seed"] == 8
+    assert oct(cfg.stat().st_mode & 0o777) == oct(0o600)
