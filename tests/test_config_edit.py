@@ -150,3 +150,11 @@ def test_edit_saves_a_valid_change_and_respects_the_editors_exit_code(
     assert proc.returncode == 0, proc.stderr
     assert tomllib.loads(cfg.read_text())["conductor"]["seed"] == 8
     assert oct(cfg.stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_debug_shows_the_traceback_that_a_plain_error_hides(cfg: Path) -> None:
+    plain = run_cli("config", "get", "conductor.nope")
+    assert_one_line_error(plain, 2, "conductor.nope", "unknown key")
+    debug = run_cli("--debug", "config", "get", "conductor.nope")
+    assert debug.returncode != 0
+    assert "Traceback" in debug.stderr and "ConfigError" in debug.stderr

@@ -37,8 +37,11 @@ def root(
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="Show the Python traceback behind an error.")
+    ] = False,
 ) -> None:
-    ctx.obj = {"config": config}
+    ctx.obj = {"config": config, "debug": debug}
 
 
 app.command("ask")(ask_cmd.ask)

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
 
-from ..errors import EXIT_INTERRUPTED, ConductorError
+from ..errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,7 +41,19 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except ConductorError as e:
+            if _debug():
+                raise
             raise fail(str(e), e.exit_code) from None
+        except (typer.Exit, typer.Abort, ClickException):
+            raise  # Typer's own exits and usage errors keep their handling
+        except Exception as e:  # a bug of ours: still one line, the traceback behind --debug
+            if _debug():
+                raise
+            raise fail(
+                f"internal error: {type(e).__name__}: {e} "
+                "(rerun with --debug for the traceback, and please report it)",
+                EXIT_RUN_FAILED,
+            ) from None
         except KeyboardInterrupt:
             sys.stderr.write("conductor: interrupted\n")
             sys.stderr.flush()
@@ -50,6 +63,14 @@ def handle_errors(fn: F) -> F:
             os._exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _debug() -> bool:
+    from typer._click.globals import get_current_context  # typer is pinned: see pyproject
+
+    ctx = get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    return bool(obj.get("debug")) if isinstance(obj, dict) else False
 
 
 def config_path(ctx: typer.Context, option: Path | None) -> Path | None:
