@@ -203,3 +203,28 @@ def test_models_commands(gguf_path: Path, tmp_path: Path) -> None:
     proc = run_cli("models", "pull", "smollm2-135m-instruct", "--from", str(wrong))
     assert_one_line_error(proc, 1, "got 104 bytes, expected 98362432")
     assert sha256(gguf_path) == load_catalog().get("smollm2-135m-instruct").sha256
+
+
+def test_models_info_reads_the_gguf_header(gguf_path: Path, tmp_path: Path) -> None:
+    from .conftest import assert_one_line_error, run_cli
+
+    by_name = json.loads(run_cli("models", "info", "smollm2-135m-instruct", "--json").stdout)
+    by_path = json.loads(run_cli("models", "info", str(gguf_path), "--json").stdout)
+    assert by_name == by_path
+    assert by_path["architecture"] == "llama"
+    assert by_path["quantization"] == "Q4_1"
+    assert by_path["context_length"] == 8192
+    assert by_path["chat_template"] is True
+    assert 130e6 < by_path["parameters"] < 140e6  # SmolLM2-135M
+    assert by_path["size"] == gguf_path.stat().st_size
+    text = run_cli("models", "info", str(gguf_path)).stdout
+    assert "135 M" in text and "Q4_1" in text
+
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(gguf_path.read_bytes()[:200_000])  # inside the vocabulary
+    assert_one_line_error(run_cli("models", "info", str(cut)), 1, str(cut), "ends early")
+    fake = tmp_path / "notes.gguf"
+    fake.write_text("hello", encoding="utf-8")
+    assert_one_line_error(run_cli("models", "info", str(fake)), 1, "not a GGUF file")
+    assert_one_line_error(run_cli("models", "info", str(tmp_path)), 1, "is a directory")
+    assert_one_line_error(run_cli("models", "info", "qwen2.5-7b"), 1, "qwen2.5-7b-instruct")

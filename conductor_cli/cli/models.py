@@ -101,3 +101,43 @@ def model_path(
     from ..catalog import load_catalog
 
     typer.echo(str(load_catalog().get(name).local_path()))
+
+
+@app.command("info")
+@handle_errors
+def info(
+    model: Annotated[str, typer.Argument(help="Catalog name or path to a .gguf file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show a GGUF file's metadata: architecture, parameters, quantization, context length."""
+    from ..catalog import load_catalog
+    from ..errors import ModelError
+    from ..gguf import read_gguf
+
+    path = Path(model).expanduser()
+    if not (path.suffix == ".gguf" or path.exists()):
+        entry = load_catalog().get(model)
+        path = entry.local_path()
+        if not path.exists():
+            raise ModelError(
+                f"{model} is not downloaded yet ({path}); fetch it with "
+                f"`conductor models pull {model}`."
+            )
+    elif not path.exists():
+        raise ModelError(f"{path}: no such file.")
+    elif path.is_dir():
+        raise ModelError(f"{path}: is a directory, not a GGUF file.")
+    summary = read_gguf(path).summary()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+        return
+    params = summary["parameters"]
+    shown = {
+        **summary,
+        "parameters": f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.0f} M",
+        "size": _human(summary["size"]),
+        "chat_template": "yes" if summary["chat_template"] else "no",
+    }
+    width = max(len(k) for k in shown)
+    for key, value in shown.items():
+        typer.echo(f"{key.replace('_', ' '):<{width}}  {value}")
