@@ -79,3 +79,10 @@ def config_path(ctx: typer.Context, option: Path | None) -> Path | None:
         return option
     obj = ctx.find_root().obj
     return obj.get("config") if isinstance(obj, dict) else None
+
+
+def config_target(ctx: typer.Context, option: Path | None) -> Path:
+    """The file a command edits: --config, else $CONDUCTOR_CONFIG or the platform location."""
+    from .. import paths
+
+    return config_path(ctx, option) or paths.config_file()

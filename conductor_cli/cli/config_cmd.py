@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .common import ConfigOption, config_path, handle_errors
+from .common import ConfigOption, config_path, config_target, handle_errors
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -16,9 +15,7 @@ app = typer.Typer(no_args_is_help=True)
 @handle_errors
 def path(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Print the config file's path."""
-    from .. import paths
-
-    typer.echo(str(config_path(ctx, config) or paths.config_file()))
+    typer.echo(str(config_target(ctx, config)))
 
 
 @app.command("show")
@@ -42,21 +39,14 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write the default settings to the config file, to edit from there."""
-    from .. import paths
     from ..config import Config, save_config
     from ..errors import ConfigError
 
-    target = config_path(ctx, config) or paths.config_file()
+    target = config_target(ctx, config)
     if target.exists() and not force:
         raise ConfigError(f"{target}: already exists; use --force to overwrite it.")
     save_config(Config(), target)
     typer.echo(str(target))
-
-
-def _target(ctx: typer.Context, config: Path | None) -> Path:
-    from .. import paths
-
-    return config_path(ctx, config) or paths.config_file()
 
 
 @app.command("get")
@@ -94,7 +84,7 @@ def set_(
     """Change one setting in the config file; everything else in it stays."""
     from ..config_edit import load_raw, save_raw, set_value
 
-    target = _target(ctx, config)
+    target = config_target(ctx, config)
     save_raw(target, set_value(load_raw(target), key, value))
     typer.echo(f"{key} = {value}  ({target})")
 
@@ -111,7 +101,7 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
     from ..config import Config, atomic_write, load_config, save_config
     from ..errors import ConfigError
 
-    target = _target(ctx, config)
+    target = config_target(ctx, config)
     if not target.exists():
         save_config(Config(), target)  # start from the defaults, as `config init` would
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"

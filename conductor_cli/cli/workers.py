@@ -9,16 +9,10 @@ from typing import Annotated, Any
 import typer
 
 from .ask import AsJson
-from .common import ConfigOption, config_path, handle_errors
+from .common import ConfigOption, config_path, config_target, handle_errors
 from .present import print_json
 
 app = typer.Typer(no_args_is_help=True)
-
-
-def _target(ctx: typer.Context, config: Path | None) -> Path:
-    from .. import paths
-
-    return config_path(ctx, config) or paths.config_file()
 
 
 def _load_raw(path: Path) -> dict[str, Any]:
@@ -74,7 +68,7 @@ def add(
     """Add a worker to the config file (created if missing)."""
     from ..errors import ConfigError
 
-    path = _target(ctx, config)
+    path = config_target(ctx, config)
     raw = _load_raw(path)
     workers = raw.setdefault("workers", [])
     if any(w.get("name") == name for w in workers):
@@ -103,7 +97,7 @@ def remove(
     """Remove a worker from the config file."""
     from ..errors import ConfigError
 
-    path = _target(ctx, config)
+    path = config_target(ctx, config)
     raw = _load_raw(path)
     workers = raw.get("workers", [])
     kept = [w for w in workers if w.get("name") != name]
