@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from typing import Annotated
 
@@ -9,8 +10,8 @@ import typer
 
 from .. import __version__
 from . import ask as ask_cmd
-from . import cache_cmd, config_cmd, models, traces, workers
-from .common import ConfigOption
+from . import cache_cmd, config_cmd, doctor_cmd, models, traces, workers
+from .common import ConfigOption, quiet_broken_pipe
 
 app = typer.Typer(
     name="conductor",
@@ -47,10 +48,11 @@ def root(
 app.command("ask")(ask_cmd.ask)
 app.command("run")(ask_cmd.run)
 app.command("replay")(traces.replay)
+app.command("doctor")(doctor_cmd.doctor)
 app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
 app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
-app.add_typer(models.app, name="models", help="List, fetch and locate GGUF models.")
+app.add_typer(models.app, name="models", help="List, fetch, inspect and locate GGUF models.")
 app.add_typer(
     config_cmd.app, name="config", help="Show, get, set, edit, locate and create the config file."
 )
@@ -63,4 +65,8 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # help or usage text into a closed pipe
+        with contextlib.suppress(typer.Exit):
+            quiet_broken_pipe()

@@ -46,6 +46,8 @@ def handle_errors(fn: F) -> F:
             raise fail(str(e), e.exit_code) from None
         except (typer.Exit, typer.Abort, ClickException):
             raise  # Typer's own exits and usage errors keep their handling
+        except BrokenPipeError:
+            quiet_broken_pipe()
         except Exception as e:  # a bug of ours: still one line, the traceback behind --debug
             if _debug():
                 raise
@@ -63,6 +65,13 @@ def handle_errors(fn: F) -> F:
             os._exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def quiet_broken_pipe() -> None:
+    """The reader went away (`conductor ... | head`): stop quietly, like other Unix tools."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the exit's final flush must not fail again
+    raise typer.Exit(0)
 
 
 def _debug() -> bool:

@@ -1,0 +1,183 @@
+"""`conductor doctor`: check the environment and say what is wrong and what to do.
+
+Each check is a row (what, status, detail). Nothing here loads a model or imports litellm:
+workers behind an `api_base` are probed with a plain HTTP request to `{api_base}/models`;
+hosted providers are only checked for their key (`conductor workers test` calls them).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from . import __version__, paths
+from .errors import ConductorError
+
+Status = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    what: str
+    status: Status
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _python() -> Check:
+    ok = sys.version_info >= (3, 11)
+    return Check(
+        "python",
+        "ok" if ok else "fail",
+        f"{platform.python_version()} ({sys.executable})" + ("" if ok else ": needs 3.11+"),
+    )
+
+
+def _llama_cpp() -> list[Check]:
+    try:
+        import llama_cpp
+    except ImportError as e:
+        return [Check("llama.cpp", "fail", f"llama-cpp-python does not import: {e}")]
+    info = llama_cpp.llama_print_system_info().decode(errors="replace")
+    gpu = bool(llama_cpp.llama_supports_gpu_offload())
+    backends = [name for name in ("CUDA", "Metal", "Vulkan", "ROCm", "SYCL") if name in info]
+    build = ", ".join(backends) if backends else "CPU"
+    return [
+        Check("llama.cpp", "ok", f"llama-cpp-python {llama_cpp.__version__}, {build} build"),
+        Check(
+            "gpu offload",
+            "ok" if gpu else "warn",
+            "available: n_gpu_layers = -1 puts every layer on the GPU"
+            if gpu
+            else 'not in this build; for CUDA reinstall with CMAKE_ARGS="-DGGML_CUDA=on"',
+        ),
+    ]
+
+
+def _models() -> list[Check]:
+    from .catalog import load_catalog
+
+    rows = []
+    catalog = load_catalog()
+    for entry in catalog.entries.values():
+        path = entry.local_path()
+        if not path.exists():
+            if entry.name == catalog.default:
+                rows.append(
+                    Check(
+                        f"model {entry.name}",
+                        "warn",
+                        "not downloaded yet; the first `ask` fetches it "
+                        f"(or: conductor models pull {entry.name})",
+                    )
+                )
+            continue
+        from .catalog import file_sha256
+
+        digest = file_sha256(path)
+        if entry.sha256 and digest != entry.sha256:
+            rows.append(
+                Check(
+                    f"model {entry.name}",
+                    "fail",
+                    f"{path}: sha256 {digest[:12]}… differs from the catalog's; "
+                    f"fetch it again: conductor models pull {entry.name}",
+                )
+            )
+        else:
+            verified = "verified" if entry.sha256 else "no recorded checksum"
+            rows.append(
+                Check(f"model {entry.name}", "ok", f"{path} (sha256 {digest[:12]}…, {verified})")
+            )
+    return rows
+
+
+def _probe(api_base: str, timeout_s: float) -> str | None:
+    """None when something answers HTTP at api_base; else why not."""
+    try:
+        with urllib.request.urlopen(f"{api_base.rstrip('/')}/models", timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None  # it answered (401, 404...): reachable
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        return str(getattr(reason, "strerror", None) or reason)
+
+
+def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
+    from .config import load_config
+    from .pool import GGUF_PREFIX
+
+    try:
+        config = load_config(config_file)
+    except ConductorError as e:
+        return [Check("config", "fail", str(e))]
+    rows = [Check("config", "ok", str(config.source or "embedded default (no config file)"))]
+    for w in config.workers:
+        what = f"worker {w.name}"
+        if w.model.startswith(GGUF_PREFIX):
+            rows.append(_gguf_worker(what, w.model, config))
+            continue
+        if w.api_key_env and not os.environ.get(w.api_key_env):
+            rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
+            continue
+        if w.api_base:
+            why = _probe(w.api_base, timeout_s)
+            rows.append(
+                Check(what, "fail", f"{w.api_base} unreachable: {why}")
+                if why
+                else Check(what, "ok", f"{w.model} at {w.api_base} answers")
+            )
+            continue
+        key = f"key in {w.api_key_env}" if w.api_key_env else "no key configured"
+        rows.append(
+            Check(what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it)")
+        )
+    return rows
+
+
+def _gguf_worker(what: str, model: str, config: Any) -> Check:
+    from .catalog import load_catalog, resolve_gguf
+    from .pool import GGUF_PREFIX
+
+    try:
+        resolved = resolve_gguf(model.removeprefix(GGUF_PREFIX), load_catalog(), what, fetch=False)
+    except ConductorError as e:
+        return Check(what, "warn", str(e))
+    if not resolved.path.exists():
+        return Check(what, "warn", f"{resolved.path} not downloaded yet; the first use fetches it")
+    return Check(what, "ok", f"local GGUF {resolved.path}")
+
+
+def _writable(what: str, directory: Path) -> Check:
+    try:
+        paths.private_dir(directory)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".doctor-"):
+            pass
+    except OSError as e:
+        return Check(what, "fail", f"{directory} is not writable: {e.strerror}")
+    return Check(what, "ok", f"{directory} writable")
+
+
+def run_checks(config_file: Path | None = None, *, timeout_s: float = 3.0) -> list[Check]:
+    """Every check, in the order a user would fix them."""
+    from .trace import traces_dir
+
+    return [
+        Check("conductor", "ok", __version__),
+        _python(),
+        *_llama_cpp(),
+        *_models(),
+        *_workers(config_file, timeout_s),
+        _writable("cache dir", paths.cache_dir()),
+        _writable("trace dir", traces_dir()),
+    ]
