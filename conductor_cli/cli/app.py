@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 from typing import Annotated
 
@@ -12,6 +13,7 @@ from .. import __version__
 from . import ask as ask_cmd
 from . import cache_cmd, config_cmd, doctor_cmd, models, traces, workers
 from .common import ConfigOption, quiet_broken_pipe
+from .complete import COMPLETE_VAR
 
 app = typer.Typer(
     name="conductor",
@@ -65,6 +67,12 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    if os.environ.get(COMPLETE_VAR):
+        # A Tab in the shell: register Typer's shell classes (add_completion=False leaves them
+        # out so that plain runs pay nothing for them).
+        from typer._completion_classes import completion_init  # typer is pinned: pyproject
+
+        completion_init()
     try:
         app()
     except BrokenPipeError:  # help or usage text into a closed pipe

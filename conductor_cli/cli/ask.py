@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from .common import ConfigOption, config_path, handle_errors
+from .complete import worker_names
 from .present import print_answer, print_json, watching
 
 FileOption = Annotated[
@@ -79,7 +80,11 @@ def ask(
     worker: Annotated[
         list[str] | None,
         typer.Option(
-            "--worker", "-w", help="Use only this worker (repeatable).", show_default=False
+            "--worker",
+            "-w",
+            help="Use only this worker (repeatable).",
+            show_default=False,
+            autocompletion=worker_names,
         ),
     ] = None,
     max_steps: Annotated[

