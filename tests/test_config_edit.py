@@ -158,3 +158,26 @@ def test_debug_shows_the_traceback_that_a_plain_error_hides(cfg: Path) -> None:
     debug = run_cli("--debug", "config", "get", "conductor.nope")
     assert debug.returncode != 0
     assert "Traceback" in debug.stderr and "ConfigError" in debug.stderr
+
+
+def test_init_writes_a_commented_starter_whose_every_example_works(tmp_path: Path) -> None:
+    import dataclasses
+
+    from conductor_cli.config import Config, load_config
+    from conductor_cli.starter import EXAMPLE_MARK
+
+    target = tmp_path / "starter.toml"
+    assert run_cli("config", "init", "--config", str(target)).returncode == 0
+    text = target.read_text(encoding="utf-8")
+    assert dataclasses.replace(load_config(target), source=None) == Config()
+    blocks = text.split(EXAMPLE_MARK)[1:]
+    titles = [b.splitlines()[0] for b in blocks]
+    for kind in ("OpenAI", "Anthropic", "OpenAI-compatible server", "Ollama", "GGUF"):
+        assert any(kind in t for t in titles), (kind, titles)
+    for block in blocks:
+        # Uncomment one example: the file must still load, with that worker added.
+        body = "\n".join(line.removeprefix("# ") for line in block.splitlines()[1:])
+        one = tmp_path / "one.toml"
+        one.write_text(text.split(EXAMPLE_MARK)[0] + body + "\n", encoding="utf-8")
+        names = [w.name for w in load_config(one).workers]
+        assert len(names) == 2 and names[0] == "local", (block, names)

@@ -73,3 +73,19 @@ def test_doctor_names_a_broken_config(tmp_path: Path) -> None:
     assert proc.returncode == 1
     rows = {r["what"]: r for r in json.loads(proc.stdout)}
     assert rows["config"]["status"] == "fail" and "invalid TOML" in rows["config"]["detail"]
+
+
+def test_every_listing_prints_json_that_parses(fast_config: Path) -> None:
+    """`--json` wherever a listing is printed, each one valid JSON of the expected shape."""
+    listings = {
+        ("traces", "list", "--json"): list,
+        ("workers", "list", "--json", "--config", str(fast_config)): list,
+        ("models", "list", "--json"): list,
+        ("models", "info", "smollm2-135m-instruct", "--json"): dict,
+        ("cache", "stats", "--json"): dict,
+        ("doctor", "--json", "--config", str(fast_config)): list,
+    }
+    for args, shape in listings.items():
+        proc = run_cli(*args)
+        assert proc.returncode == 0, (args, proc.stderr)
+        assert isinstance(json.loads(proc.stdout), shape), args

@@ -38,14 +38,16 @@ def init(
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
-    """Write the default settings to the config file, to edit from there."""
-    from ..config import Config, save_config
+    """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
+    local server, Ollama and a bigger GGUF, ready to uncomment."""
+    from ..config import atomic_write
     from ..errors import ConfigError
+    from ..starter import STARTER_CONFIG
 
     target = config_target(ctx, config)
     if target.exists() and not force:
         raise ConfigError(f"{target}: already exists; use --force to overwrite it.")
-    save_config(Config(), target)
+    atomic_write(target, STARTER_CONFIG.encode("utf-8"))
     typer.echo(str(target))
 
 
@@ -98,12 +100,14 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
     import subprocess
     import sys
 
-    from ..config import Config, atomic_write, load_config, save_config
+    from ..config import atomic_write, load_config
     from ..errors import ConfigError
 
     target = config_target(ctx, config)
     if not target.exists():
-        save_config(Config(), target)  # start from the defaults, as `config init` would
+        from ..starter import STARTER_CONFIG
+
+        atomic_write(target, STARTER_CONFIG.encode("utf-8"))  # start as `config init` would
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     # The editor works on a copy next to the file: the file itself changes only when the copy
     # is valid, so a broken edit, a crash or Ctrl-C in the editor cannot damage it.
