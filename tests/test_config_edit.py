@@ -181,3 +181,16 @@ def test_init_writes_a_commented_starter_whose_every_example_works(tmp_path: Pat
         one.write_text(text.split(EXAMPLE_MARK)[0] + body + "\n", encoding="utf-8")
         names = [w.name for w in load_config(one).workers]
         assert len(names) == 2 and names[0] == "local", (block, names)
+
+
+def test_config_reference_is_complete_and_current() -> None:
+    from conductor_cli.config import _CACHE_TYPES, _CONDUCTOR_TYPES, _WORKER_TYPES
+    from conductor_cli.config_doc import KEY_HELP, reference_markdown
+
+    keys = {f"conductor.{k}" for k in _CONDUCTOR_TYPES} | {f"workers.{k}" for k in _WORKER_TYPES}
+    keys |= {f"cache.{k}" for k in _CACHE_TYPES}
+    assert keys == set(KEY_HELP), keys ^ set(KEY_HELP)  # every accepted key is documented
+    repo = Path(__file__).resolve().parent.parent
+    assert (repo / "docs" / "config.md").read_text(encoding="utf-8") == reference_markdown(), (
+        "docs/config.md is out of date: python -m conductor_cli.config_doc > docs/config.md"
+    )

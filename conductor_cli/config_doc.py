@@ -1,0 +1,92 @@
+"""The config reference, generated from the settings the code accepts.
+
+`docs/config.md` is this module's output (python -m conductor_cli.config_doc > docs/config.md);
+a test fails when a key has no description here or the file is out of date.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .config import (
+    _CACHE_TYPES,
+    _CONDUCTOR_TYPES,
+    _TYPE_WORDS,
+    _WORKER_TYPES,
+    CacheSettings,
+    ConductorSettings,
+    WorkerConfig,
+)
+
+KEY_HELP: dict[str, str] = {
+    "conductor.model": "The conductor: a catalog name (`conductor models list`), a path to a "
+    "`.gguf` file, or `litellm:MODEL` for one served elsewhere.",
+    "conductor.n_gpu_layers": "Layers to offload to the GPU; -1 all (when llama.cpp was built "
+    "with a GPU backend), 0 none.",
+    "conductor.n_ctx": "Context window of in-process llama.cpp models, in tokens (at least 512).",
+    "conductor.n_threads": "llama.cpp threads; 0 means one per physical core.",
+    "conductor.kv_cache_type": "KV cache number format: `f16`, `q8_0` (half the memory) or `q4_0`.",
+    "conductor.max_steps": "Most steps a workflow may have (1 to 10).",
+    "conductor.max_depth": "How often the conductor may call itself as a worker (recursion), "
+    "0 to 3.",
+    "conductor.temperature": "Sampling temperature for planning (0 to 2).",
+    "conductor.seed": "Sampling seed for planning and steps; same seed, same cache keys.",
+    "conductor.api_base": "For a `litellm:` conductor: the server's base URL.",
+    "conductor.api_key_env": "For a `litellm:` conductor: the environment variable holding "
+    "its key.",
+    "workers.name": "The name the conductor writes in workflows: letters, digits, `_-.`, "
+    "at most 32.",
+    "workers.model": "`gguf:NAME` or `gguf:PATH` (in-process llama.cpp) or any litellm model string "
+    "(`openai/gpt-4.1-mini`, `anthropic/...`, `ollama_chat/...`).",
+    "workers.description": "Strengths, cost and speed, in words: goes into the conductor's prompt.",
+    "workers.api_base": "Base URL of an OpenAI-compatible server, Ollama, or a litellm proxy.",
+    "workers.api_key_env": "Environment variable that holds the key (keys never go in the file).",
+    "workers.max_tokens": "Most tokens one answer may have.",
+    "workers.temperature": "Sampling temperature.",
+    "workers.timeout_s": "Seconds before a remote call counts as failed (and may be retried).",
+    "workers.retries": "Further tries after a retryable failure (timeout, 429, 5xx, refused).",
+    "workers.fallback": "Another worker that takes the step when this one still fails.",
+    "workers.max_concurrency": "Most steps this worker runs at once.",
+    "workers.input_cost_per_mtok": "USD per million input tokens, when litellm has no price.",
+    "workers.output_cost_per_mtok": "USD per million output tokens, when litellm has no price.",
+    "cache.enabled": "Cache every model response on disk (and the conductor's prompt state).",
+    "cache.size_limit_mb": "Size limit of the response cache; least recently used goes first.",
+}
+
+_SECTIONS = (
+    ("conductor", "[conductor]", _CONDUCTOR_TYPES, ConductorSettings),
+    ("workers", "[[workers]] (one table per worker)", _WORKER_TYPES, WorkerConfig),
+    ("cache", "[cache]", _CACHE_TYPES, CacheSettings),
+)
+
+
+def _default(cls: type, key: str) -> str:
+    for f in dataclasses.fields(cls):
+        if f.name == key:
+            if f.default is dataclasses.MISSING:
+                return "required"
+            return "unset" if f.default is None else f"`{f.default!r}`".replace("'", '"')
+    return ""
+
+
+def reference_markdown() -> str:
+    lines = [
+        "# Config reference",
+        "",
+        "Generated from the code by `python -m conductor_cli.config_doc`; do not edit by hand.",
+        "The file is TOML, at `conductor config path`. Set a key with",
+        "`conductor config set SECTION.KEY VALUE` (`workers.NAME.KEY` for a worker).",
+    ]
+    for section, title, types, cls in _SECTIONS:
+        lines += ["", f"## {title}", "", "| key | type | default | what it does |"]
+        lines.append("| --- | --- | --- | --- |")
+        for key, kind in types.items():
+            lines.append(
+                f"| `{key}` | {_TYPE_WORDS[kind]} | {_default(cls, key)} "
+                f"| {KEY_HELP[f'{section}.{key}']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")
