@@ -68,7 +68,11 @@ def list_models(
             "yes" if r["downloaded"] else "no",
             r["description"],
         )
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    from .. import paths
+
+    console.print(f"models live in {paths.models_dir()}", highlight=False, soft_wrap=True)
 
 
 @app.command("pull")
