@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import WorkflowError
 from .workflow import Workflow
 
 # Where an output came from: a real model call, the response cache, or a recorded trace.
@@ -197,19 +198,58 @@ def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
 
 def event_from_dict(record: dict[str, Any]) -> Any:
     """Rebuild an event recorded by `event_to_dict` (for replay and `traces show`)."""
-    from .workflow import Step
+    from .workflow import validate_steps
 
-    cls = _TYPES.get(record.get("type", ""))
+    if not isinstance(record, dict):
+        raise ValueError(f"an event must be an object, got {type(record).__name__}")
+    cls = _TYPES.get(str(record.get("type", "")))
     if cls is None:
         raise ValueError(f"unknown event type {record.get('type')!r}")
     kwargs = {k: v for k, v in record.items() if k != "type" and k in cls.__dataclass_fields__}
+    for name, value in kwargs.items():
+        kind = cls.__dataclass_fields__[name].type
+        if not _CHECKS.get(str(kind), _anything)(value):
+            raise ValueError(f"{cls.__name__}.{name} is {value!r}, expected {kind}")
     if cls is PlanReady:
-        steps = kwargs["workflow"]["steps"]
-        kwargs["workflow"] = Workflow(
-            tuple(Step(s["worker"], s["task"], tuple(s["sees"])) for s in steps)
-        )
+        # A trace is data from disk: its workflow is validated as a conductor's would be.
+        workflow = kwargs.get("workflow")
+        raw_steps = workflow.get("steps") if isinstance(workflow, dict) else None
+        if not isinstance(raw_steps, list):
+            raise ValueError("PlanReady.workflow has no steps list")
+        workers = sorted({str(s.get("worker")) for s in raw_steps if isinstance(s, dict)})
+        try:
+            kwargs["workflow"] = validate_steps(raw_steps, workers, max(len(raw_steps), 1))
+        except WorkflowError as e:
+            raise ValueError(f"PlanReady.workflow: {e}") from None
     if cls is StepStarted:
         kwargs["messages"] = tuple(kwargs.get("messages", ()))
     if cls is NestedEvent:
-        kwargs["event"] = event_from_dict(kwargs["event"])
+        kwargs["event"] = event_from_dict(kwargs.get("event"))
     return cls(**kwargs)
+
+
+def _anything(value: Any) -> bool:
+    return True
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+# Field annotations (strings: the module uses postponed annotations) and their checks.
+_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "int": lambda v: _is_int(v) and v >= 0,
+    "float": _is_number,
+    "bool": lambda v: isinstance(v, bool),
+    "float | None": lambda v: v is None or _is_number(v),
+    "Source": lambda v: v in ("model", "cache", "trace"),
+    "tuple[dict[str, str], ...]": lambda v: (
+        isinstance(v, list | tuple)
+        and all(isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in v)
+    ),
+}

@@ -275,8 +275,47 @@ def load_trace(ref: str | Path) -> dict[str, Any]:
             f"{path}: trace version {record['version']} is newer than this conductor reads "
             f"({VERSION}); upgrade conductor."
         )
+    problem = _shape_problem(record)
+    if problem:
+        raise TraceError(
+            f"{path}: damaged trace ({problem}); remove it with `conductor traces rm`."
+        )
     record["_path"] = str(path)
     return record
+
+
+def _list_of_dicts(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, dict) for x in value)
+
+
+# What the readers of a trace rely on: key -> (check, what it should be).
+_SHAPE: dict[str, tuple[Any, str]] = {
+    "id": (lambda v: isinstance(v, str), "a string"),
+    "question": (lambda v: isinstance(v, str), "a string"),
+    "status": (lambda v: isinstance(v, str), "a string"),
+    "answer": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "events": (_list_of_dicts, "a list of objects"),
+    "steps": (_list_of_dicts, "a list of objects"),
+    "inputs": (
+        lambda v: (
+            _list_of_dicts(v)
+            and all(
+                isinstance(i.get("name"), str) and isinstance(i.get("text", ""), str) for i in v
+            )
+        ),
+        "a list of named inputs",
+    ),
+    "workflow": (lambda v: v is None or isinstance(v, dict), "an object"),
+    "totals": (lambda v: v is None or isinstance(v, dict), "an object"),
+    "plan": (lambda v: v is None or isinstance(v, dict), "an object"),
+}
+
+
+def _shape_problem(record: dict[str, Any]) -> str | None:
+    for key, (check, expected) in _SHAPE.items():
+        if key in record and not check(record[key]):
+            return f"{key!r} should be {expected}"
+    return None
 
 
 def trace_summary(record: dict[str, Any]) -> dict[str, Any]:
