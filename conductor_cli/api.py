@@ -74,6 +74,7 @@ class RunResult:
                 "tokens_out": self.plan.tokens_out,
                 "seconds": round(self.plan.seconds, 3),
                 "cached": self.plan.cached,
+                "fallback": self.plan.fallback,
             }
         return {
             "question": self.question,
@@ -418,6 +419,7 @@ def _plan_record(plan: Plan) -> dict[str, Any]:
         "tokens_out": plan.tokens_out,
         "seconds": round(plan.seconds, 3),
         "cached": plan.cached,
+        "fallback": plan.fallback,
     }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .backends.base import Backend, Completion, Request
 from .errors import WorkflowError
 from .inputs import Attachment
-from .workflow import Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
+from .workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
 
 FREE_PLAN_MAX_TOKENS = 1024
 _PREVIEW_CHARS = 200
@@ -38,6 +38,8 @@ class Plan:
     tokens_out: int
     seconds: float
     cached: bool = False
+    # The conductor wrote no valid workflow in two tries: one step for the best-described worker.
+    fallback: bool = False
 
 
 def _examples(names: Sequence[str], max_steps: int) -> str:
@@ -113,6 +115,19 @@ def plan_messages(
     )
 
 
+FALLBACK_TASK = "Answer the question completely and directly, using any attached material."
+
+
+def one_step_fallback(pool: Sequence[WorkerInfo], error: WorkflowError) -> Workflow:
+    """One step for the worker with the longest description (ties: the first listed)."""
+    workers = [w for w in pool if w.name != "conductor"] or list(pool)
+    best = max(workers, key=lambda w: len(w.description))  # max keeps the first of equals
+    return Workflow(
+        (Step(best.name, FALLBACK_TASK, ()),),
+        repairs=(f"no valid workflow in two tries ({error}); one step for {best.name}",),
+    )
+
+
 class Conductor:
     def __init__(self, backend: Backend, *, temperature: float, seed: int) -> None:
         self.backend = backend
@@ -149,7 +164,7 @@ class Conductor:
                 time.monotonic() - start,
                 done.cached,
             )
-        return self._plan_free(messages, names, max_steps, start)
+        return self._plan_free(messages, pool, max_steps, start)
 
     def _call(
         self, messages: tuple[dict[str, str], ...], max_tokens: int, grammar: str | None
@@ -166,8 +181,13 @@ class Conductor:
         )
 
     def _plan_free(
-        self, messages: tuple[dict[str, str], ...], names: list[str], max_steps: int, start: float
+        self,
+        messages: tuple[dict[str, str], ...],
+        pool: Sequence[WorkerInfo],
+        max_steps: int,
+        start: float,
     ) -> Plan:
+        names = [w.name for w in pool]
         first = self._call(messages, FREE_PLAN_MAX_TOKENS, None)
         try:
             workflow = parse_workflow(first.text, names, max_steps)
@@ -193,13 +213,14 @@ class Conductor:
             },
         )
         second = self._call(retry_messages, FREE_PLAN_MAX_TOKENS, None)
+        fallback = False
         try:
             workflow = parse_workflow(second.text, names, max_steps)
         except WorkflowError as e:
-            raise WorkflowError(
-                f"the conductor ({self.backend.identity}) wrote no valid workflow in two tries: "
-                f"{e} Use a stronger conductor model or a llama.cpp one (grammar-constrained)."
-            ) from None
+            # Still nothing usable: the question goes, whole, to the worker whose description
+            # says the most about it (the pool's own account of its strongest member).
+            workflow = one_step_fallback(pool, e)
+            fallback = True
         return Plan(
             workflow,
             retry_messages,
@@ -209,4 +230,5 @@ class Conductor:
             first.tokens_out + second.tokens_out,
             time.monotonic() - start,
             first.cached and second.cached,
+            fallback,
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import assert_one_line_error, run_cli
+from .conftest import run_cli
 
 
 def free_port() -> int:
@@ -88,7 +88,7 @@ def test_worker_through_litellm(server: str, tmp_path: Path) -> None:
 
 
 def test_conductor_served_through_litellm(server: str, tmp_path: Path, gguf_path: Path) -> None:
-    """No grammar there: the reply is parsed, retried once, or the run fails in one line."""
+    """No grammar there: the reply is parsed, retried once, or replaced by a one-step plan."""
     config = tmp_path / "served-conductor.toml"
     config.write_text(
         f'[conductor]\nmodel = "litellm:openai/smol"\napi_base = "{server}"\nmax_steps = 2\n\n'
@@ -96,12 +96,12 @@ def test_conductor_served_through_litellm(server: str, tmp_path: Path, gguf_path
         encoding="utf-8",
     )
     proc = run_cli("ask", "--config", str(config), "--json", "What is 2 + 2?")
-    if proc.returncode == 0:
-        doc = json.loads(proc.stdout)
-        assert doc["plan"]["attempts"] in (1, 2)
-        assert 1 <= len(doc["workflow"]["steps"]) <= 2
-    else:
-        assert_one_line_error(proc, 1, "wrote no valid workflow in two tries")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["plan"]["attempts"] in (1, 2)
+    assert 1 <= len(doc["workflow"]["steps"]) <= 2
+    if doc["plan"]["fallback"]:
+        assert doc["plan"]["attempts"] == 2 and len(doc["workflow"]["steps"]) == 1
 
 
 def test_litellm_is_imported_only_when_a_litellm_worker_runs(gguf_path: Path) -> None:

@@ -299,3 +299,33 @@ def test_a_dead_litellm_helper_fails_the_step_cleanly(fakes: list[FakeOpenAIServ
     assert not info.value.retryable
     process.close()
     assert process._proc is None
+
+
+def test_a_served_conductor_that_writes_no_workflow_falls_back_to_one_step(
+    fakes: list[FakeOpenAIServer], tmp_path: Path
+) -> None:
+    from conductor_cli.api import ask
+
+    conductor = fake(fakes, "ok", answer="I would rather chat about the weather.")
+    workers = fake(fakes, "ok", answer="the worker's answer")
+    cfg = config_from_dict(
+        {
+            "conductor": {"model": "litellm:openai/fake", "api_base": conductor.api_base},
+            "workers": [
+                worker("brief", workers.api_base, description="small"),
+                worker(
+                    "thorough", workers.api_base, description="careful, checks every step twice"
+                ),
+            ],
+        }
+    )
+    result = ask("What is 2 + 2?", config=cfg, trace_dir=tmp_path, cache_mode="off")
+    assert result.plan is not None and result.plan.fallback and result.plan.attempts == 2
+    assert [s.worker for s in result.workflow.steps] == ["thorough"]
+    assert result.answer == "the worker's answer"
+    # The retry showed the conductor its error before giving up on it.
+    retry = conductor.requests[1]["body"]["messages"][-1]["content"]
+    assert "That workflow is invalid" in retry and "brief, thorough" in retry
+    record = load_trace(result.trace_path)
+    assert record["plan"]["fallback"] is True and record["plan"]["attempts"] == 2
+    assert "one step for thorough" in record["plan"]["repairs"][0]
