@@ -29,7 +29,13 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
                     n = len(fake.requests)
-                    fake.requests.append({"at": time.time(), "body": body})
+                    fake.requests.append(
+                        {
+                            "at": time.time(),
+                            "body": body,
+                            "auth": self.headers.get("Authorization"),
+                        }
+                    )
                     mode = fake.script[min(n, len(fake.script) - 1)]
                 if mode == "slow":
                     time.sleep(fake.delay)
