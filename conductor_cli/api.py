@@ -143,6 +143,7 @@ class Runtime:
                 Worker(
                     w.config,
                     self._wrap(w.backend, f"worker {w.name}", self._pricing(w.config)),
+                    w.context_tokens,
                 )
                 for w in raw.workers
             )

@@ -56,6 +56,7 @@ class WorkerConfig:
     max_concurrency: int = 4
     input_cost_per_mtok: float | None = None  # USD per million tokens, when litellm has no price
     output_cost_per_mtok: float | None = None
+    context_tokens: int | None = None  # None: conductor.n_ctx for GGUF, 128k for remote models
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ _WORKER_TYPES: dict[str, type] = {
     "max_concurrency": int,
     "input_cost_per_mtok": float,
     "output_cost_per_mtok": float,
+    "context_tokens": int,
 }
 _CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
 _SECTIONS = ("conductor", "workers", "cache")
@@ -194,6 +196,11 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
     )
     _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
     _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
+    _require(
+        w.context_tokens is None or w.context_tokens >= 512,
+        f"{where}.context_tokens",
+        "must be at least 512 (the model's context window, in tokens).",
+    )
     _require(0.0 <= w.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
     _require(w.timeout_s > 0, f"{where}.timeout_s", "must be more than 0 seconds.")
     _require(0 <= w.retries <= 10, f"{where}.retries", "must be 0 to 10.")

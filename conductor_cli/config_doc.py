@@ -49,6 +49,8 @@ KEY_HELP: dict[str, str] = {
     "workers.max_concurrency": "Most steps this worker runs at once.",
     "workers.input_cost_per_mtok": "USD per million input tokens, when litellm has no price.",
     "workers.output_cost_per_mtok": "USD per million output tokens, when litellm has no price.",
+    "workers.context_tokens": "The model's context window in tokens; attachments are cut to "
+    "fit it, with a note (default: `conductor.n_ctx` for GGUF, 128000 for remote models).",
     "cache.enabled": "Cache every model response on disk (and the conductor's prompt state).",
     "cache.size_limit_mb": "Size limit of the response cache; least recently used goes first.",
 }

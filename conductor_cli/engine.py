@@ -24,7 +24,7 @@ from .events import (
     StepToken,
     Subscriber,
 )
-from .inputs import Attachment
+from .inputs import Attachment, attachment_budget, fit_attachments
 from .pool import Pool, Worker
 from .workflow import Step, Workflow
 
@@ -119,15 +119,20 @@ def step_messages(
     worker: Worker,
 ) -> tuple[dict[str, str], ...]:
     step = workflow.steps[index]
+    seen = [
+        f"Output of step {j} ({workflow.steps[j].worker}: {workflow.steps[j].task}):\n"
+        f"{outputs[j].strip()}"
+        for j in step.sees
+    ]
+    task = f"Your task: {step.task}"
+    other = len(question) + len(task) + sum(len(x) for x in seen)
+    budget = attachment_budget(worker.context_tokens, worker.config.max_tokens, other)
+    fitted, _ = fit_attachments(tuple(attachments), budget)
     parts = [f"Question: {question}"]
-    for a in attachments:
+    for a in fitted:
         parts.append(f"Attached {a.name}:\n```\n{a.text.rstrip()}\n```")
-    for j in step.sees:
-        earlier = workflow.steps[j]
-        parts.append(
-            f"Output of step {j} ({earlier.worker}: {earlier.task}):\n{outputs[j].strip()}"
-        )
-    parts.append(f"Your task: {step.task}")
+    parts += seen
+    parts.append(task)
     return (
         {"role": "system", "content": worker_system_prompt(worker)},
         {"role": "user", "content": "\n\n".join(parts)},

@@ -51,3 +51,41 @@ def read_file(path: Path) -> Attachment:
     except OSError as e:
         raise InputError(f"--file {path}: cannot read it: {e.strerror}.") from None
     return Attachment(name=str(path), text=_decode(data, f"--file {path}"))
+
+
+# Characters per token assumed when cutting attachments: English averages ~4 with today's
+# tokenizers, code and other languages fewer; 3 leaves room.
+CHARS_PER_TOKEN = 3
+# Tokens kept free for the worker's instructions, the question and its own answer's slack.
+PROMPT_RESERVE_TOKENS = 1024
+
+
+def attachment_budget(context_tokens: int, max_tokens: int, other_chars: int) -> int:
+    """Characters of attachments a worker can read beside `other_chars` of prompt text."""
+    room = (context_tokens - max_tokens - PROMPT_RESERVE_TOKENS) * CHARS_PER_TOKEN
+    return max(room - other_chars, 0)
+
+
+def fit_attachments(
+    attachments: tuple[Attachment, ...] | list[Attachment], budget_chars: int
+) -> tuple[list[Attachment], int]:
+    """The attachments cut, in order, to `budget_chars` in all, and how many characters were
+    cut. A cut attachment says so at the cut: a model must not take a part for the whole."""
+    total = sum(len(a.text) for a in attachments)
+    if total <= budget_chars:
+        return list(attachments), 0
+    kept: list[Attachment] = []
+    left = budget_chars
+    for a in attachments:
+        if len(a.text) <= left:
+            kept.append(a)
+            left -= len(a.text)
+            continue
+        cut = len(a.text) - left
+        note = (
+            f"\n[... conductor cut the remaining {cut:,} of {len(a.text):,} characters of "
+            f"{a.name} here, to fit this model's context ...]"
+        )
+        kept.append(Attachment(a.name, a.text[:left] + note))
+        left = 0
+    return kept, total - budget_chars

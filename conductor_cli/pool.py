@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .backends.base import Backend
@@ -9,8 +10,11 @@ from .backends.litellm import LiteLLMBackend, LiteLLMProcess
 from .backends.llamacpp import LlamaCppBackend, LlamaModels
 from .catalog import Catalog, resolve_gguf
 from .config import Config, WorkerConfig
+from .inputs import Attachment, attachment_budget
 
 GGUF_PREFIX = "gguf:"
+# A remote model's context when the config does not say: today's API models read 128k or more.
+REMOTE_CONTEXT_TOKENS = 128_000
 LITELLM_PREFIX = "litellm:"
 
 
@@ -18,6 +22,8 @@ LITELLM_PREFIX = "litellm:"
 class Worker:
     config: WorkerConfig
     backend: Backend
+    # Tokens the model reads at once: attachments are cut to fit (see inputs.fit_attachments).
+    context_tokens: int = REMOTE_CONTEXT_TOKENS
 
     @property
     def name(self) -> str:
@@ -53,6 +59,28 @@ def uses_litellm(config: Config) -> bool:
     )
 
 
+def context_tokens(config: Config, wc: WorkerConfig) -> int:
+    """The worker's context window: its own setting, else llama.cpp's n_ctx or a remote default."""
+    if wc.context_tokens:
+        return wc.context_tokens
+    return config.conductor.n_ctx if wc.model.startswith(GGUF_PREFIX) else REMOTE_CONTEXT_TOKENS
+
+
+def cut_notes(config: Config, question: str, attachments: Sequence[Attachment]) -> list[str]:
+    """One line per worker that will read the attachments cut (before any step's outputs)."""
+    total = sum(len(a.text) for a in attachments)
+    notes = []
+    for wc in config.workers:
+        context = context_tokens(config, wc)
+        budget = attachment_budget(context, wc.max_tokens, len(question))
+        if total > budget:
+            notes.append(
+                f"{wc.name} ({context:,}-token context) reads the first {budget:,} of "
+                f"{total:,} characters of the attachments; the cut is marked in its prompt"
+            )
+    return notes
+
+
 def build_pool(
     config: Config,
     catalog: Catalog,
@@ -76,7 +104,9 @@ def build_pool(
                 timeout_s=wc.timeout_s,
                 process=litellm,
             )
-        workers.append(Worker(config=wc, backend=backend))
+        workers.append(
+            Worker(config=wc, backend=backend, context_tokens=context_tokens(config, wc))
+        )
     return Pool(workers=tuple(workers))
 
 

@@ -50,6 +50,17 @@ def read_attachments(files: list[Path] | None, no_stdin: bool) -> list[Any]:
     return attachments
 
 
+def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> None:
+    """Say on stderr which workers will read the attachments cut: never cut silently."""
+    if quiet or not attachments:
+        return
+    from ..pool import cut_notes
+
+    for line in cut_notes(cfg, question, attachments):
+        sys.stderr.write(f"conductor: note: {line}\n")
+    sys.stderr.flush()
+
+
 def cache_mode(no_cache: bool, refresh: bool) -> Any:
     from ..cache import CacheMode
     from ..errors import InputError
@@ -118,6 +129,7 @@ def ask(
     cfg = load_config(config_path(ctx, config))
     cfg = restrict_workers(cfg, worker or [])
     cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed)
+    note_cuts(cfg, question, attachments, quiet)
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         result = run_ask(
             question,
@@ -170,6 +182,7 @@ def run(
         workflow = parse_workflow(text, names, MAX_STEPS_LIMIT)
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None
+    note_cuts(cfg, question, attachments, quiet)
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         result = run_workflow(
             workflow,
