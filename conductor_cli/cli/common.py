@@ -51,6 +51,9 @@ def handle_errors(fn: F) -> F:
         except Exception as e:  # a bug of ours: still one line, the traceback behind --debug
             if _debug():
                 raise
+            problem = storage_problem(e)
+            if problem is not None:
+                raise fail(problem, EXIT_RUN_FAILED) from None
             raise fail(
                 f"internal error: {type(e).__name__}: {e} "
                 "(rerun with --debug for the traceback, and please report it)",
@@ -65,6 +68,35 @@ def handle_errors(fn: F) -> F:
             os._exit(EXIT_INTERRUPTED)
 
     return wrapper  # type: ignore[return-value]
+
+
+def storage_problem(error: BaseException) -> str | None:
+    """One line for a full, read-only or forbidden data or cache directory; None otherwise."""
+    import errno
+    import sqlite3
+
+    from .. import paths
+
+    if isinstance(error, OSError) and error.errno in (
+        errno.ENOSPC,
+        errno.EDQUOT,
+        errno.EROFS,
+        errno.EACCES,
+        errno.EPERM,
+    ):
+        where = error.filename or f"{paths.data_dir()} or {paths.cache_dir()}"
+        return (
+            f"cannot write {where}: {error.strerror}. Free space there or point "
+            "CONDUCTOR_DATA_DIR / CONDUCTOR_CACHE_DIR elsewhere; traces and cache entries "
+            "written before are intact."
+        )
+    if isinstance(error, sqlite3.OperationalError):
+        return (
+            f"the response cache in {paths.cache_dir()} cannot be used ({error}): is the disk "
+            "full or read-only? Free space, or run with --no-cache; entries written before are "
+            "intact."
+        )
+    return None
 
 
 def quiet_broken_pipe() -> None:

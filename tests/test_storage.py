@@ -1,0 +1,77 @@
+"""A full data and cache disk (a real 2 MB tmpfs): one clear line, and the traces and cache
+entries written before survive. Skipped where this process may not mount a tmpfs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import assert_one_line_error, run_cli
+from .fake_openai import FakeOpenAIServer
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_fails_in_one_line_and_loses_nothing(
+    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))
+    monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(small_disk / "cache"))
+    server = FakeOpenAIServer(["ok"], answer="answer {n}")
+    try:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[[workers]]\nname = "w"\nmodel = "openai/fake"\napi_base = "{server.api_base}"\n',
+            encoding="utf-8",
+        )
+        workflow = tmp_path / "wf.json"
+        workflow.write_text(
+            '{"steps": [{"worker": "w", "task": "Answer the question.", "sees": []}]}',
+            encoding="utf-8",
+        )
+
+        def run(question: str, *extra: str) -> subprocess.CompletedProcess[str]:
+            return run_cli("run", "--config", str(config), *extra, str(workflow), question)
+
+        first = run("Q1?", "--json")
+        assert first.returncode == 0, first.stderr
+        trace_before = Path(json.loads(first.stdout)["trace"]).read_bytes()
+        filler = small_disk / "filler"
+        with filler.open("wb") as f:  # fill the disk to the last block
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        for proc in (run("Q2?"), run("Q3?", "--no-cache"), run_cli("cache", "stats")):
+            line = assert_one_line_error(proc, 1)
+            assert "intact" in line and ("full" in line or "No space" in line), line
+        os.remove(filler)
+    finally:
+        server.close()
+    # Nothing written before was lost: the trace is byte-identical, the cache still answers.
+    assert Path(json.loads(first.stdout)["trace"]).read_bytes() == trace_before
+    again = run("Q1?", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["totals"]["cache_hits"] == 1
+    listed = json.loads(run_cli("traces", "list", "--json").stdout)
+    assert any(t["question"] == "Q1?" and t["status"] == "done" for t in listed)
