@@ -19,7 +19,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 
 from .catalog import CatalogEntry, Source, check_gguf_file
 from .errors import ModelError
@@ -103,8 +103,12 @@ def _part_file(dest: Path) -> Iterator[tuple[BinaryIO, Path]]:
         tmp_path.unlink(missing_ok=True)
 
 
-def _copy_hashing(src: BinaryIO, dst: BinaryIO, progress: Progress) -> tuple[int, str]:
-    digest = hashlib.sha256()
+def _copy_hashing(
+    src: BinaryIO, dst: BinaryIO, progress: Progress, digest: Any = None
+) -> tuple[int, str]:
+    """Copy to the end of `src`: bytes copied and the sha256 of everything `digest` has seen
+    (a resumed download passes one already fed with the earlier bytes)."""
+    digest = digest or hashlib.sha256()
     size = 0
     while chunk := src.read(CHUNK):
         dst.write(chunk)
@@ -150,10 +154,15 @@ def _store(
         finally:
             progress.stop()
         _verify(entry, size, sha, declared_sha, origin)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dest)
-    dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
+        _install(tmp, dest, sha)
     return sha
+
+
+def _install(verified: Path, dest: Path, sha: str) -> None:
+    """Rename a verified download into place and record its sha256 beside it."""
+    os.chmod(verified, 0o644)
+    os.replace(verified, dest)
+    dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
 
 
 def _open_hub(url: str, headers: dict[str, str], origin: str) -> http.client.HTTPResponse:
@@ -229,38 +238,30 @@ def _store_resumable(
         progress.note(f"resuming {entry.name} at {offset / 1e6:.1f} MB")
     progress.start(label, total)
     progress.advance(offset)
-    size = offset
     try:
         with part.open("ab") as f:
-            while chunk := src.read(CHUNK):
-                f.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-                progress.advance(len(chunk))
-            f.flush()
-            os.fsync(f.fileno())
+            copied, sha = _copy_hashing(src, f, progress, digest)
     except (OSError, http.client.HTTPException) as e:
+        reached = part.stat().st_size if part.exists() else offset
         raise SourceFailed(
-            f"{origin}: transfer broke off at {size / 1e6:.1f} MB ({e}); "
+            f"{origin}: transfer broke off at {reached / 1e6:.1f} MB ({e}); "
             "`conductor models pull` resumes it"
         ) from None
     finally:
         progress.stop()
+    size = offset + copied
     want = entry.size or total
     if want is not None and size < want:
         raise SourceFailed(
             f"{origin}: transfer broke off at {size / 1e6:.1f} MB of {want / 1e6:.1f} MB; "
             "`conductor models pull` resumes it"
         )
-    sha = digest.hexdigest()
     try:
         _verify(entry, size, sha, declared_sha, origin)
     except SourceFailed:
         part.unlink(missing_ok=True)  # wrong bytes are never resumed from
         raise
-    os.chmod(part, 0o644)
-    os.replace(part, dest)
-    dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
+    _install(part, dest, sha)
     return sha
 
 
