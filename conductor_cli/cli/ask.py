@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -59,6 +61,34 @@ def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> N
     for line in cut_notes(cfg, question, attachments):
         sys.stderr.write(f"conductor: note: {line}\n")
     sys.stderr.flush()
+
+
+def run_and_show(
+    execute: Callable[..., Any],
+    cfg: Any,
+    question: str,
+    attachments: list[Any],
+    *,
+    mode: Any,
+    max_cost: float | None,
+    max_calls: int | None,
+    quiet: bool,
+    verbose: bool,
+    as_json: bool,
+) -> None:
+    """The part `ask` and `run` share: note any cut input, run while watched, show the result."""
+    note_cuts(cfg, question, attachments, quiet)
+    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
+        result = execute(
+            config=cfg,
+            attachments=attachments,
+            on_event=view,
+            cache_mode=mode,
+            stream=stream,
+            max_cost=max_cost,
+            max_calls=max_calls,
+        )
+    show_result(result, as_json=as_json)
 
 
 def cache_mode(no_cache: bool, refresh: bool) -> Any:
@@ -129,19 +159,18 @@ def ask(
     cfg = load_config(config_path(ctx, config))
     cfg = restrict_workers(cfg, worker or [])
     cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed)
-    note_cuts(cfg, question, attachments, quiet)
-    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
-        result = run_ask(
-            question,
-            config=cfg,
-            attachments=attachments,
-            on_event=view,
-            cache_mode=mode,
-            stream=stream,
-            max_cost=max_cost,
-            max_calls=max_calls,
-        )
-    show_result(result, as_json=as_json)
+    run_and_show(
+        functools.partial(run_ask, question),
+        cfg,
+        question,
+        attachments,
+        mode=mode,
+        max_cost=max_cost,
+        max_calls=max_calls,
+        quiet=quiet,
+        verbose=verbose,
+        as_json=as_json,
+    )
 
 
 @handle_errors
@@ -182,17 +211,15 @@ def run(
         workflow = parse_workflow(text, names, MAX_STEPS_LIMIT)
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None
-    note_cuts(cfg, question, attachments, quiet)
-    with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
-        result = run_workflow(
-            workflow,
-            question,
-            config=cfg,
-            attachments=attachments,
-            on_event=view,
-            cache_mode=mode,
-            stream=stream,
-            max_cost=max_cost,
-            max_calls=max_calls,
-        )
-    show_result(result, as_json=as_json)
+    run_and_show(
+        functools.partial(run_workflow, workflow, question),
+        cfg,
+        question,
+        attachments,
+        mode=mode,
+        max_cost=max_cost,
+        max_calls=max_calls,
+        quiet=quiet,
+        verbose=verbose,
+        as_json=as_json,
+    )
