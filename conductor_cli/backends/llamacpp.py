@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import ConductorSettings
 from ..errors import ModelError, WorkerError
 from ..hardware import physical_cores
 from .base import Completion, Request, TextSink
@@ -51,6 +52,19 @@ class LlamaModels:
         self.state_store = state_store
         self._models: dict[Path, _Loaded] = {}
         self._lock = threading.Lock()
+
+    @classmethod
+    def for_settings(
+        cls, c: ConductorSettings, state_store: PrefixStateStore | None = None
+    ) -> LlamaModels:
+        """A registry with the config's llama.cpp settings (they apply to every local model)."""
+        return cls(
+            n_ctx=c.n_ctx,
+            n_gpu_layers=c.n_gpu_layers,
+            n_threads=c.n_threads,
+            state_store=state_store,
+            kv_cache_type=c.kv_cache_type,
+        )
 
     def get(self, path: Path) -> _Loaded:
         key = path.resolve()
@@ -119,12 +133,14 @@ class LlamaCppBackend:
         kwargs: dict[str, Any] = {}
         with loaded.lock:
             store = self._models.state_store
-            if store is not None and request.fixed_messages > 0:
-                _warm_prefix(loaded.llama, store, self.sha256, request)
-            if request.grammar is not None and on_text is None:
-                prompt = _prompt_tokens(loaded.llama, request.messages)
-                if prompt is not None:
-                    return self._constrained(loaded.llama, prompt, request)
+            warm = store is not None and request.fixed_messages > 0
+            constrained = request.grammar is not None and on_text is None
+            # Formatted and tokenized once, for both uses below.
+            prompt = _prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+            if warm and store is not None and prompt is not None:
+                _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
+            if constrained and prompt is not None:
+                return self._constrained(loaded.llama, prompt, request)
             if request.grammar is not None:
                 grammar = loaded.grammars.get(request.grammar)
                 if grammar is None:
@@ -198,9 +214,15 @@ def _prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] 
     )
 
 
-def fixed_prefix(llama: Any, messages: Sequence[dict[str, str]], fixed: int) -> list[int]:
-    """The tokens the whole prompt shares with a prompt of only its first `fixed` messages."""
-    full = _prompt_tokens(llama, messages)
+def fixed_prefix(
+    llama: Any,
+    messages: Sequence[dict[str, str]],
+    fixed: int,
+    full: list[int] | None = None,
+) -> list[int]:
+    """The tokens the whole prompt (`full`, when already tokenized) shares with a prompt of
+    only its first `fixed` messages."""
+    full = full if full is not None else _prompt_tokens(llama, messages)
     head = _prompt_tokens(llama, messages[:fixed])
     if full is None or head is None:
         return []
@@ -213,12 +235,14 @@ def fixed_prefix(llama: Any, messages: Sequence[dict[str, str]], fixed: int) -> 
     return full[: min(n, len(full) - 1)]
 
 
-def _warm_prefix(llama: Any, store: PrefixStateStore, sha256: str, request: Request) -> None:
+def _warm_prefix(
+    llama: Any, store: PrefixStateStore, sha256: str, request: Request, prompt: list[int]
+) -> None:
     """Put the state after the request's fixed prefix into the context: from memory, from disk,
     or by reading it once and saving it. llama-cpp-python then reads only the rest of the prompt
     (its generate() keeps the longest matching prefix of what the context already holds).
     """
-    prefix = fixed_prefix(llama, request.messages, request.fixed_messages)
+    prefix = fixed_prefix(llama, request.messages, request.fixed_messages, prompt)
     n = len(prefix)
     if n < MIN_PREFIX_TOKENS or n >= llama.n_ctx():
         return
