@@ -109,13 +109,10 @@ class Runtime:
         self.cache_mode = cache_mode if enabled else CacheMode.OFF
         self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None
         self._own_models = models is None
-        self.models = models or LlamaModels(
-            n_ctx=c.n_ctx,
-            n_gpu_layers=c.n_gpu_layers,
-            n_threads=c.n_threads,
+        self.models = models or LlamaModels.for_settings(
+            c,
             # Speed only, answers do not depend on it: kept even under --no-cache/--refresh.
             state_store=PrefixStateStore.default() if config.cache.enabled else None,
-            kv_cache_type=c.kv_cache_type,
         )
         self.counter = CallCounter()
         self.litellm = LiteLLMProcess()  # started only if a worker or the conductor needs it

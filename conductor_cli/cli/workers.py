@@ -130,13 +130,7 @@ def test(
     from ..pool import build_pool
 
     cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
-    c = cfg.conductor
-    models = LlamaModels(
-        n_ctx=c.n_ctx,
-        n_gpu_layers=c.n_gpu_layers,
-        n_threads=c.n_threads,
-        kv_cache_type=c.kv_cache_type,
-    )
+    models = LlamaModels.for_settings(cfg.conductor)
     litellm = LiteLLMProcess()
     rows = []
     try:
