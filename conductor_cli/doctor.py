@@ -64,7 +64,7 @@ def _llama_cpp() -> list[Check]:
 
 
 def _models() -> list[Check]:
-    from .catalog import load_catalog
+    from .catalog import file_sha256, load_catalog
 
     rows = []
     catalog = load_catalog()
@@ -81,8 +81,6 @@ def _models() -> list[Check]:
                     )
                 )
             continue
-        from .catalog import file_sha256
-
         digest = file_sha256(path)
         if entry.sha256 and digest != entry.sha256:
             rows.append(
@@ -125,7 +123,7 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     for w in config.workers:
         what = f"worker {w.name}"
         if w.model.startswith(GGUF_PREFIX):
-            rows.append(_gguf_worker(what, w.model, config))
+            rows.append(_gguf_worker(what, w.model))
             continue
         if w.api_key_env and not os.environ.get(w.api_key_env):
             rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
@@ -145,7 +143,7 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     return rows
 
 
-def _gguf_worker(what: str, model: str, config: Any) -> Check:
+def _gguf_worker(what: str, model: str) -> Check:
     from .catalog import load_catalog, resolve_gguf
     from .pool import GGUF_PREFIX
 

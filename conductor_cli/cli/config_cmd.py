@@ -10,6 +10,8 @@ from .common import ConfigOption, config_path, config_target, handle_errors
 
 app = typer.Typer(no_args_is_help=True)
 
+KeyArg = Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")]
+
 
 @app.command("path")
 @handle_errors
@@ -55,7 +57,7 @@ def init(
 @handle_errors
 def get(
     ctx: typer.Context,
-    key: Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")],
+    key: KeyArg,
     config: ConfigOption = None,
 ) -> None:
     """Print one setting in force (a section or a worker prints as TOML)."""
@@ -79,7 +81,7 @@ def get(
 @handle_errors
 def set_(
     ctx: typer.Context,
-    key: Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")],
+    key: KeyArg,
     value: Annotated[str, typer.Argument(help="The new value, read as the key's type.")],
     config: ConfigOption = None,
 ) -> None:
