@@ -1,3 +1,3 @@
-from conductor_cli.cli.app import main
+from conductor_cli.cli.entry import main
 
 main()

@@ -99,6 +99,7 @@ class Runtime:
         catalog: Catalog | None = None,
         models: LlamaModels | None = None,
         budget: Budget | None = None,
+        litellm: LiteLLMProcess | None = None,
     ) -> None:
         self.config = config
         self.budget = budget
@@ -115,7 +116,10 @@ class Runtime:
             state_store=PrefixStateStore.default() if config.cache.enabled else None,
         )
         self.counter = CallCounter()
-        self.litellm = LiteLLMProcess()  # started only if a worker or the conductor needs it
+        # Started only if a worker or the conductor needs it; a caller running many questions
+        # (eval) passes one in, so litellm's seconds-long import is paid once.
+        self._own_litellm = litellm is None
+        self.litellm = litellm or LiteLLMProcess()
 
     def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
         return CachedBackend(
@@ -166,7 +170,8 @@ class Runtime:
         return self._wrap(backend, "conductor", pricing)
 
     def close(self) -> None:
-        self.litellm.close()
+        if self._own_litellm:
+            self.litellm.close()
         if self._own_models:
             self.models.close()
         if self.cache is not None:
@@ -206,6 +211,7 @@ def execute(
     max_calls: int | None = None,
     catalog: Catalog | None = None,
     models: LlamaModels | None = None,
+    litellm: LiteLLMProcess | None = None,
 ) -> RunResult:
     """Run one question: plan with the conductor unless `workflow` is given, then run it.
 
@@ -217,7 +223,14 @@ def execute(
     config = config or Config()
     keep = keep or {}
     budget = Budget(max_cost=max_cost, max_calls=max_calls)
-    runtime = Runtime(config, cache_mode=cache_mode, catalog=catalog, models=models, budget=budget)
+    runtime = Runtime(
+        config,
+        cache_mode=cache_mode,
+        catalog=catalog,
+        models=models,
+        budget=budget,
+        litellm=litellm,
+    )
     start = time.monotonic()
     try:
         # Resolve (and fetch) every model before loading any: a bad config costs no load.

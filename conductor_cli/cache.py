@@ -78,6 +78,24 @@ class ResponseCache:
     def clear(self) -> int:
         return int(self._cache.clear())
 
+    def verify(self) -> int:
+        """Read every entry back (SQLite index and value files); the number of good entries.
+
+        Raises what diskcache or the JSON decoder raise on a damaged entry: for tests and
+        checks after a crash, not for the hot path.
+        """
+        integrity = self._cache._sql("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            raise ValueError(f"cache index damaged: {integrity}")
+        good = 0
+        for key in list(self._cache.iterkeys()):
+            record = self._cache.get(key)
+            if isinstance(record, dict) and isinstance(record.get("text"), str):
+                good += 1
+            elif record is not None:
+                raise ValueError(f"cache entry {key[:12]} is not a response record")
+        return good
+
     def close(self) -> None:
         self._cache.close()
 

@@ -151,6 +151,13 @@ class TraceWriter:
             self._write()
 
 
+def annotate_trace(path: Path, key: str, value: Any) -> None:
+    """Add one top-level key to a finished trace (eval writes the reward once it is scored)."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record[key] = value
+    atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
 def _innermost(event: NestedEvent) -> Any:
     inner = event.event
     while isinstance(inner, NestedEvent):

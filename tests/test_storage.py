@@ -75,3 +75,55 @@ def test_a_full_disk_fails_in_one_line_and_loses_nothing(
     assert json.loads(again.stdout)["totals"]["cache_hits"] == 1
     listed = json.loads(run_cli("traces", "list", "--json").stdout)
     assert any(t["question"] == "Q1?" and t["status"] == "done" for t in listed)
+
+
+def _make_read_only(mount: Path, writable: bool) -> None:
+    if writable:
+        subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True)
+    else:
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+
+
+def test_a_read_only_data_dir_fails_in_one_line_and_loses_nothing(
+    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))
+    monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(small_disk / "cache"))
+    server = FakeOpenAIServer(["ok"], answer="answer {n}")
+    try:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f'[[workers]]\nname = "w"\nmodel = "openai/fake"\napi_base = "{server.api_base}"\n',
+            encoding="utf-8",
+        )
+        workflow = tmp_path / "wf.json"
+        workflow.write_text(
+            '{"steps": [{"worker": "w", "task": "Answer the question.", "sees": []}]}',
+            encoding="utf-8",
+        )
+
+        def run(question: str, *extra: str) -> subprocess.CompletedProcess[str]:
+            return run_cli("run", "--config", str(config), *extra, str(workflow), question)
+
+        first = run("Q1?", "--json")
+        assert first.returncode == 0, first.stderr
+        trace_path = Path(json.loads(first.stdout)["trace"])
+        trace_before = trace_path.read_bytes()
+        files_before = sorted(p.relative_to(small_disk) for p in small_disk.rglob("*"))
+        _make_read_only(small_disk, writable=False)
+        try:
+            for proc in (run("Q2?"), run("Q1?"), run_cli("cache", "clear")):
+                line = assert_one_line_error(proc, 1)
+                assert "read-only" in line and "intact" in line, line
+            # Reading what is there still works on a read-only disk.
+            listed = run_cli("traces", "show", trace_path.stem)
+            assert listed.returncode == 0, listed.stderr
+        finally:
+            _make_read_only(small_disk, writable=True)
+    finally:
+        server.close()
+    assert trace_path.read_bytes() == trace_before
+    assert sorted(p.relative_to(small_disk) for p in small_disk.rglob("*")) == files_before
+    again = run("Q1?", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["totals"]["cache_hits"] == 1

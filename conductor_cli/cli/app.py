@@ -5,11 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
+import threading
+from types import FrameType
 from typing import Annotated
 
 import typer
 
 from .. import __version__
+from ..errors import EXIT_INTERRUPTED
 from . import ask as ask_cmd
 from . import cache_cmd, config_cmd, doctor_cmd, models, traces, workers
 from .common import ConfigOption, quiet_broken_pipe
@@ -60,13 +64,34 @@ app.add_typer(
 )
 
 
-def _stop_on_sigterm(signum: int, frame: object) -> None:
-    # SIGTERM takes the same clean path as Ctrl-C: the trace is marked interrupted, exit 130.
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C and SIGTERM: raise KeyboardInterrupt (trace marked interrupted, exit 130).
+
+    An exception raised inside a ctypes callback is printed and dropped, so a signal that
+    lands in llama.cpp's log callback (a model is loading) is delivered again a moment later,
+    outside it, instead of being lost.
+    """
+    if _in_ctypes_callback(frame):
+        main_thread = threading.main_thread().ident
+        if main_thread is not None:
+            threading.Timer(0.02, signal.pthread_kill, (main_thread, signum)).start()
+        return
     raise KeyboardInterrupt
 
 
+def _in_ctypes_callback(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "llama_log_callback":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def main() -> None:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # From here on Ctrl-C raises KeyboardInterrupt, which the commands handle (trace marked
+    # interrupted, exit 130); entry.py covered the import time before this.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     if os.environ.get(COMPLETE_VAR):
         # A Tab in the shell: register Typer's shell classes (add_completion=False leaves them
         # out so that plain runs pay nothing for them).
@@ -75,6 +100,8 @@ def main() -> None:
         completion_init()
     try:
         app()
+    except KeyboardInterrupt:  # while Typer builds the command tree, before it parses
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # help or usage text into a closed pipe
         with contextlib.suppress(typer.Exit):
             quiet_broken_pipe()

@@ -1,0 +1,1 @@
+"""`conductor eval`: compare answering strategies on a dataset of problems with known answers."""

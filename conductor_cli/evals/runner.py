@@ -1,0 +1,270 @@
+"""Run every (strategy, problem) pair, score it, store it; skip pairs an earlier run stored."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from ..api import execute
+from ..backends.litellm import LiteLLMProcess
+from ..backends.llamacpp import LlamaModels
+from ..backends.prefix_state import PrefixStateStore
+from ..cache import CacheMode
+from ..config import Config
+from ..errors import ConductorError
+from ..sandbox import Sandbox
+from ..trace import annotate_trace
+from . import scoring
+from .records import Problem, Result
+from .store import ResultStore
+from .strategies import (
+    DERIVED,
+    Settings,
+    base_strategies,
+    failed,
+    majority,
+    moa_workflow,
+    oracle_results,
+    router_results,
+    single_workflow,
+    trace_id,
+    vote_config,
+)
+
+# Called once per stored result: (result, resumed), resumed = read back from an earlier run.
+OnResult = Callable[[Result, bool], None]
+
+
+@dataclass(frozen=True)
+class EvalRun:
+    results: tuple[Result, ...]  # the chosen strategies' results, strategy by strategy
+    resumed: int  # base results read back instead of computed
+    computed: int
+
+
+class _Solver:
+    """Runs one base strategy on one problem through the library's `execute`."""
+
+    def __init__(
+        self,
+        config: Config,
+        settings: Settings,
+        dataset: str,
+        *,
+        cache_mode: CacheMode,
+        models: LlamaModels,
+        litellm: LiteLLMProcess,
+        sandbox: Sandbox | None,
+    ) -> None:
+        self.config = config
+        self.settings = settings
+        self.dataset = dataset
+        self.cache_mode = cache_mode
+        self.models = models
+        self.litellm = litellm
+        self.sandbox = sandbox
+
+    def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> Any:
+        return execute(
+            problem.question,
+            config=config or self.config,
+            cache_mode=self.cache_mode,
+            models=self.models,
+            litellm=self.litellm,
+            **kw,
+        )
+
+    def solve(self, strategy: str, problem: Problem) -> Result:
+        start = time.monotonic()
+        try:
+            return self._solve(strategy, problem)
+        except ConductorError as e:  # a failed run is a wrong answer, with its reason kept
+            return failed(strategy, problem, e, time.monotonic() - start)
+
+    def _solve(self, strategy: str, problem: Problem) -> Result:
+        kind, _, worker = strategy.partition(":")
+        if kind == "vote":
+            return self._vote(strategy, worker, problem)
+        if kind == "conductor":
+            run = self._execute(
+                problem,
+                trace=True,
+                trace_extra={"eval": {"dataset": self.dataset, "problem_id": problem.id}},
+            )
+        elif kind == "single":
+            run = self._execute(problem, workflow=single_workflow(worker), trace=False)
+        else:  # moa
+            names = [w.name for w in self.config.workers]
+            wf = moa_workflow(names, self.settings.moa_layers, self.settings.aggregator or names[0])
+            run = self._execute(problem, workflow=wf, trace=False)
+        correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
+        if kind == "conductor":
+            detail["trace"] = trace_id(run.trace_path)
+            detail["steps"] = len(run.workflow.steps)
+            if run.trace_path is not None:
+                annotate_trace(
+                    run.trace_path,
+                    "eval",
+                    {
+                        "dataset": self.dataset,
+                        "problem_id": problem.id,
+                        "strategy": strategy,
+                        "correct": correct,
+                        "reward": 1.0 if correct else 0.0,
+                    },
+                )
+        return _result(strategy, problem, run, correct, extracted, detail)
+
+    def _vote(self, strategy: str, worker: str, problem: Problem) -> Result:
+        config = vote_config(self.config, worker, self.settings.vote_temperature)
+        runs = [
+            self._execute(
+                problem,
+                config,
+                workflow=single_workflow(worker),
+                trace=False,
+                seed=self.settings.seed + 7919 * (k + 1),
+            )
+            for k in range(self.settings.vote_n)
+        ]
+        keys = [scoring.key(problem, r.answer) for r in runs]
+        pick = majority(keys)
+        correct, extracted, detail = scoring.score(problem, runs[pick].answer, self.sandbox)
+        detail["votes"] = sum(1 for k in keys if k and k == keys[pick])
+        detail["samples"] = len(runs)
+        totals = [r.totals() for r in runs]
+        costs = [t["cost"] for t in totals]
+        return Result(
+            strategy=strategy,
+            problem_id=problem.id,
+            category=problem.category,
+            correct=correct,
+            answer=extracted,
+            reply=runs[pick].answer,
+            tokens_in=sum(t["tokens_in"] for t in totals),
+            tokens_out=sum(t["tokens_out"] for t in totals),
+            cost=None if None in costs else sum(costs),
+            model_calls=sum(t["model_calls"] for t in totals),
+            seconds=sum(r.seconds for r in runs),
+            detail=detail,
+        )
+
+
+def _result(
+    strategy: str, problem: Problem, run: Any, correct: bool, extracted: str, detail: dict
+) -> Result:
+    t = run.totals()
+    return Result(
+        strategy=strategy,
+        problem_id=problem.id,
+        category=problem.category,
+        correct=correct,
+        answer=extracted,
+        reply=run.answer,
+        tokens_in=t["tokens_in"],
+        tokens_out=t["tokens_out"],
+        cost=t["cost"],
+        model_calls=t["model_calls"],
+        seconds=run.seconds,
+        detail=detail,
+    )
+
+
+def run_eval(
+    problems: Sequence[Problem],
+    strategies: Sequence[str],
+    config: Config,
+    store: ResultStore,
+    *,
+    dataset: str,
+    settings: Settings | None = None,
+    concurrency: int = 1,
+    cache_mode: CacheMode = CacheMode.USE,
+    on_result: OnResult | None = None,
+    sandbox: Sandbox | None = None,
+) -> EvalRun:
+    """Every chosen strategy on every problem; results already in `store` are reused."""
+    settings = settings or Settings()
+    base = base_strategies(strategies, config)
+    todo: list[tuple[str, Problem]] = []
+    resumed = 0
+    for p in problems:
+        for s in base:
+            done = store.get(s, p.id)
+            if done is None:
+                todo.append((s, p))
+            else:
+                resumed += 1
+                if on_result:
+                    on_result(done, True)
+    if sandbox is None and any(p.kind == "code" for p in problems):
+        sandbox = Sandbox()
+    models = LlamaModels.for_settings(
+        config.conductor,
+        state_store=PrefixStateStore.default() if config.cache.enabled else None,
+    )
+    litellm = LiteLLMProcess()
+    solver = _Solver(
+        config,
+        settings,
+        dataset,
+        cache_mode=cache_mode,
+        models=models,
+        litellm=litellm,
+        sandbox=sandbox,
+    )
+
+    def one(strategy: str, problem: Problem) -> None:
+        result = solver.solve(strategy, problem)
+        store.add(result)
+        if on_result:
+            on_result(result, False)
+
+    try:
+        if concurrency <= 1:
+            for s, p in todo:
+                one(s, p)
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures = [pool.submit(one, s, p) for s, p in todo]
+                wait(futures, return_when=FIRST_EXCEPTION)
+                for f in futures:
+                    if f.done() and (error := f.exception()) is not None:
+                        for other in futures:
+                            other.cancel()
+                        raise error
+    finally:
+        litellm.close()
+        models.close()
+    return EvalRun(
+        tuple(collect(problems, strategies, config, store, settings)), resumed, len(todo)
+    )
+
+
+def collect(
+    problems: Sequence[Problem],
+    strategies: Sequence[str],
+    config: Config,
+    store: ResultStore,
+    settings: Settings,
+) -> list[Result]:
+    """The chosen strategies' results in strategy order, router and oracle derived."""
+    workers = [w.name for w in config.workers]
+    singles = {
+        (f"single:{w}", p.id): r
+        for w in workers
+        for p in problems
+        if (r := store.get(f"single:{w}", p.id)) is not None
+    }
+    out: list[Result] = []
+    for s in strategies:
+        if s == "router":
+            out += router_results(problems, singles, workers, settings.seed)
+        elif s == "oracle":
+            out += oracle_results(problems, singles, workers)
+        elif s not in DERIVED:
+            out += [r for p in problems if (r := store.get(s, p.id)) is not None]
+    return out

@@ -1,0 +1,242 @@
+"""The ways to answer a problem that `conductor eval` compares.
+
+Base strategies call models: `conductor` (plan, then run the plan), `single:<worker>` (one
+call), `vote:<worker>` (self-consistency: N samples, majority answer) and `moa`
+(Mixture-of-Agents: every worker answers, later layers refine, one aggregator combines).
+Derived strategies call nothing: `router` (a lookup table: the worker that scored best on the
+other half of the dataset, per category where there are categories) and `oracle` (any worker
+right: an upper bound). Both are computed from the `single:` results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import ConductorError, InputError
+from ..workflow import Step, Workflow
+from .records import Problem, Result
+
+BASE = ("conductor", "single", "vote", "moa")
+DERIVED = ("router", "oracle")
+
+
+@dataclass(frozen=True)
+class Settings:
+    vote_n: int = 3
+    # Samples at the worker's own temperature (0.2 by default) are near copies; voting needs
+    # some spread.
+    vote_temperature: float = 0.7
+    moa_layers: int = 1
+    aggregator: str | None = None  # None: the first worker in the pool
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "vote_n": self.vote_n,
+            "vote_temperature": self.vote_temperature,
+            "moa_layers": self.moa_layers,
+            "aggregator": self.aggregator,
+            "seed": self.seed,
+        }
+
+
+def default_strategies(config: Config) -> list[str]:
+    names = [w.name for w in config.workers]
+    return [
+        "conductor",
+        *(f"single:{n}" for n in names),
+        *(f"vote:{n}" for n in names),
+        "moa",
+        "router",
+        "oracle",
+    ]
+
+
+def parse_strategies(text: str | None, config: Config) -> list[str]:
+    """`--strategies a,b,c`: `single` and `vote` alone mean one per worker."""
+    if not text:
+        return default_strategies(config)
+    names = [w.name for w in config.workers]
+    chosen: list[str] = []
+    for raw in (part.strip() for part in text.split(",")):
+        if not raw:
+            continue
+        kind, _, worker = raw.partition(":")
+        if kind in ("single", "vote"):
+            if not worker:
+                chosen += [f"{kind}:{n}" for n in names]
+                continue
+            if worker not in names:
+                raise InputError(
+                    f"--strategies {raw}: no worker {worker!r} in the pool "
+                    f"({', '.join(names)}); use one of them or `{kind}` for all"
+                )
+            chosen.append(raw)
+        elif kind in ("conductor", "moa", *DERIVED) and not worker:
+            chosen.append(kind)
+        else:
+            raise InputError(
+                f"--strategies {raw}: unknown strategy; use conductor, single[:WORKER], "
+                "vote[:WORKER], moa, router or oracle"
+            )
+    if not chosen:
+        raise InputError("--strategies is empty; name at least one strategy")
+    return list(dict.fromkeys(chosen))
+
+
+def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
+    """The strategies that call models; router and oracle need every worker's `single:`."""
+    needed = [s for s in strategies if s.split(":")[0] in BASE]
+    if any(s in DERIVED for s in strategies):
+        needed += [f"single:{w.name}" for w in config.workers]
+    return list(dict.fromkeys(needed))
+
+
+# --- workflows for the baselines ---------------------------------------------------------------
+
+ANSWER_TASK = "Answer the question."
+REFINE_TASK = "Read the earlier answers you see, then give your own best answer to the question."
+AGGREGATE_TASK = (
+    "Combine the answers you see into one best final answer to the question, in the form the "
+    "question asks for."
+)
+
+
+def single_workflow(worker: str) -> Workflow:
+    return Workflow((Step(worker, ANSWER_TASK),))
+
+
+def moa_workflow(workers: Sequence[str], layers: int, aggregator: str) -> Workflow:
+    """Layer 1: every worker answers; layers 2..L: every worker sees the layer before; last:
+    the aggregator sees the final layer."""
+    steps: list[Step] = []
+    previous: tuple[int, ...] = ()
+    for layer in range(layers):
+        task = ANSWER_TASK if layer == 0 else REFINE_TASK
+        start = len(steps)
+        steps += [Step(w, task, previous) for w in workers]
+        previous = tuple(range(start, len(steps)))
+    steps.append(Step(aggregator, AGGREGATE_TASK, previous))
+    return Workflow(tuple(steps))
+
+
+def majority(keys: Sequence[str]) -> int:
+    """Index of the first sample whose answer is the most common (ties: the earliest)."""
+    counts = Counter(k for k in keys if k)
+    if not counts:
+        return 0
+    best = max(counts.values())
+    return next(i for i, k in enumerate(keys) if k and counts[k] == best)
+
+
+def vote_config(config: Config, worker: str, temperature: float) -> Config:
+    workers = tuple(
+        replace(w, temperature=temperature) if w.name == worker else w for w in config.workers
+    )
+    return replace(config, workers=workers)
+
+
+# --- derived strategies ------------------------------------------------------------------------
+
+
+def fold_of(problem_id: str, seed: int) -> int:
+    """Which half of the dataset a problem is in (stable across runs and machines)."""
+    return hashlib.sha256(f"{seed}:{problem_id}".encode()).digest()[0] % 2
+
+
+def router_results(
+    problems: Sequence[Problem],
+    singles: Mapping[tuple[str, str], Result],
+    workers: Sequence[str],
+    seed: int,
+) -> list[Result]:
+    """Per problem, the `single:` result of the worker that did best on the other half.
+
+    The table is learned per category when the problem has one and the other half holds
+    problems of that category, else on the whole other half. Ties go to the worker listed
+    first in the config.
+    """
+    out = []
+    folds = {p.id: fold_of(p.id, seed) for p in problems}
+    for p in problems:
+        train = [q for q in problems if folds[q.id] != folds[p.id]]
+        same = [q for q in train if p.category is not None and q.category == p.category]
+        pool = same or train
+
+        def score(w: str, pool: Sequence[Problem] = pool) -> int:
+            return sum(
+                1
+                for q in pool
+                if (r := singles.get((f"single:{w}", q.id))) is not None and r.correct
+            )
+
+        chosen = max(workers, key=lambda w: (score(w), -workers.index(w)))
+        base = singles[(f"single:{chosen}", p.id)]
+        out.append(
+            replace(
+                base,
+                strategy="router",
+                detail={
+                    "worker": chosen,
+                    "table": "category" if same else "all",
+                    "trained_on": len(pool),
+                },
+            )
+        )
+    return out
+
+
+def oracle_results(
+    problems: Sequence[Problem], singles: Mapping[tuple[str, str], Result], workers: Sequence[str]
+) -> list[Result]:
+    """Right when any worker is right; it pays for every worker's call."""
+    out = []
+    for p in problems:
+        runs = [singles[(f"single:{w}", p.id)] for w in workers]
+        right = [r for r in runs if r.correct]
+        pick = right[0] if right else runs[0]
+        costs = [r.cost for r in runs]
+        out.append(
+            Result(
+                strategy="oracle",
+                problem_id=p.id,
+                category=p.category,
+                correct=bool(right),
+                answer=pick.answer,
+                reply=pick.reply,
+                tokens_in=sum(r.tokens_in for r in runs),
+                tokens_out=sum(r.tokens_out for r in runs),
+                cost=None if None in costs else sum(c or 0.0 for c in costs),
+                model_calls=sum(r.model_calls for r in runs),
+                seconds=sum(r.seconds for r in runs),
+                detail={"right": [r.strategy.split(":", 1)[1] for r in right]},
+            )
+        )
+    return out
+
+
+def failed(strategy: str, problem: Problem, error: ConductorError, seconds: float) -> Result:
+    return Result(
+        strategy=strategy,
+        problem_id=problem.id,
+        category=problem.category,
+        correct=False,
+        answer="",
+        reply="",
+        tokens_in=0,
+        tokens_out=0,
+        cost=0.0,
+        model_calls=0,
+        seconds=seconds,
+        error=str(error),
+    )
+
+
+def trace_id(path: Path | None) -> str | None:
+    return path.stem if path else None

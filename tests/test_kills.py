@@ -1,0 +1,121 @@
+"""Ctrl-C and SIGTERM at random moments of a real `conductor ask`: nothing is ever lost.
+
+Thirty runs of the real program, each signalled at a random moment (loading, planning,
+generating, writing the trace or the cache). After each: the exit code is 0 or 130 with no
+traceback, every trace loads, the cache reads back whole, and `replay --resume` finishes what
+was interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from conductor_cli.cache import ResponseCache
+from conductor_cli.trace import load_trace, traces_dir
+
+from .conftest import run_cli
+
+KILLS = 30
+CONFIG = """
+[conductor]
+max_steps = 2
+
+[[workers]]
+name = "local"
+model = "gguf:smollm2-135m-instruct"
+description = "tiny local model"
+max_tokens = 16
+"""
+QUESTIONS = [
+    "What is the capital of Italy?",
+    "Name a prime number above 10.",
+    "What colour is the sky?",
+    "How many legs does a spider have?",
+    "Say hello in French.",
+    "What is 7 times 6?",
+]
+
+
+def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    rng = random.Random(20261123)
+    tally: Counter[str] = Counter()
+    seen: set[Path] = set()
+    answered: set[str] = set()  # questions whose calls are all in the cache by now
+    for i in range(KILLS):
+        question = QUESTIONS[i % len(QUESTIONS)]
+        sig = rng.choice([signal.SIGINT, signal.SIGTERM])
+        # A random moment within the run's length: about 3 s computed, under 1 s from the cache.
+        delay = rng.uniform(0.05, 0.6 if question in answered else 3.0)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "conductor_cli", "ask", "--config", str(config), question],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=os.environ.copy(),
+        )
+        time.sleep(delay)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+        where = f"run {i}: {sig.name} after {delay:.2f} s"
+        assert "Traceback" not in err, (where, err)
+        if proc.returncode == -sig:
+            # The signal landed outside our code: while Python itself started (nothing written
+            # yet) or while it shut down after the run (the trace is complete). The process
+            # died of it as any program does (a shell shows 130 or 143), printing nothing.
+            assert err == "", where
+            late = sorted(set(traces_dir().glob("*.json")) - seen)
+            seen.update(late)
+            assert all(load_trace(t)["status"] == "done" for t in late), where
+            tally["died of the signal " + ("at exit" if late else "while Python started")] += 1
+            if late:
+                answered.add(question)
+            continue
+        assert proc.returncode in (0, 130), (where, proc.returncode, err)
+
+        new = sorted(set(traces_dir().glob("*.json")) - seen)
+        seen.update(new)
+        assert len(new) <= 1, where
+        # The cache opens and every entry reads back after every signal.
+        cache = ResponseCache()
+        try:
+            cache.verify()
+        finally:
+            cache.close()
+        if not new:
+            tally["stopped before the trace was written"] += 1
+            assert proc.returncode == 130, where
+            continue
+        record = load_trace(new[0])
+        if record["status"] == "done":
+            tally["finished before the signal"] += 1
+            answered.add(question)
+            continue
+        assert record["status"] == "interrupted", (where, record["status"])
+        assert proc.returncode == 130, where
+        tally["interrupted, then resumed"] += 1
+        resumed = run_cli("replay", "--resume", "--config", str(config), record["id"])
+        assert resumed.returncode == 0, (where, resumed.stderr)
+        final = load_trace(new[0])
+        assert final["status"] == "done", where
+        assert all(s["status"] == "done" for s in final["steps"]), where
+        assert final["answer"].strip() == resumed.stdout.strip(), where
+        answered.add(question)
+    print(dict(tally))
+    assert sum(tally.values()) == KILLS
+    # The random moments must really hit running work, not only start-up or finished runs.
+    assert tally["interrupted, then resumed"] >= 4, tally
+    cache = ResponseCache()
+    try:
+        assert cache.verify() > 0
+    finally:
+        cache.close()
