@@ -27,6 +27,12 @@ def cache_dir() -> Path:
     return Path(env).expanduser() if env else Path(platformdirs.user_cache_dir(APP))
 
 
+def state_dir() -> Path:
+    """Saved llama.cpp prompt states (speed only: see backends/prefix_state.py)."""
+    env = os.environ.get("CONDUCTOR_STATE_DIR")
+    return Path(env).expanduser() if env else cache_dir() / "llama-state"
+
+
 def models_dir() -> Path:
     env = os.environ.get("CONDUCTOR_MODELS_DIR")
     return Path(env).expanduser() if env else data_dir() / "models"

@@ -63,13 +63,25 @@ def fast_config(tmp_path: Path, gguf_path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Saved conductor prompt states change speed, never answers (each is checked against its
+    # tokens before use), so tests share them: each fresh home would otherwise spend seconds
+    # reading the same fixed prompt again. tests/test_performance.py tests the store itself.
+    return tmp_path_factory.mktemp("llama-state")
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+    shared_state_dir: Path,
 ) -> Iterator[Path]:
     """No test reads or writes the real user's config, data or cache."""
     home = tmp_path / "home"
     home.mkdir()
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(shared_state_dir))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))

@@ -1,13 +1,17 @@
 """FakeOpenAIServer: a fake OpenAI-compatible chat server on 127.0.0.1, for fault injection.
 
 Each request takes the next behaviour from a script ("ok", "slow", "500", "429", "hang",
-"malformed", "empty"); the last one repeats. Every request is recorded with its time.
+"malformed", "empty", "reset": the connection is reset, "half": half the answer, then the
+connection closes); the last one repeats. A request with `"stream": true` gets server-sent
+events. Every request is recorded with its time.
 """
 
 from __future__ import annotations
 
 import http.server
 import json
+import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,30 +52,91 @@ class FakeOpenAIServer:
                 if mode == "malformed":
                     self._send(200, b'{"choices": [ this is not json')
                     return
+                if mode == "reset":
+                    # SO_LINGER 0: close() sends a TCP RST instead of a clean FIN.
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.connection.close()
+                    return
                 content = "" if mode == "empty" else fake.answer.replace("{n}", str(n + 1))
-                self._send(
-                    200,
-                    json.dumps(
-                        {
-                            "id": "fake",
-                            "object": "chat.completion",
-                            "created": 0,
-                            "model": "fake",
-                            "choices": [
-                                {
-                                    "index": 0,
-                                    "finish_reason": "stop",
-                                    "message": {"role": "assistant", "content": content},
-                                }
-                            ],
-                            "usage": {
-                                "prompt_tokens": 10,
-                                "completion_tokens": 5,
-                                "total_tokens": 15,
-                            },
-                        }
-                    ).encode(),
-                )
+                if body.get("stream"):
+                    self._stream(content, half=mode == "half")
+                    return
+                if mode == "half":
+                    payload = self._completion(content)
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload[: len(payload) // 2])
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self._send(200, self._completion(content))
+
+            def _stream(self, content: str, *, half: bool) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                words = content.split(" ")
+                pieces = [w + " " for w in words[:-1]] + words[-1:]
+                if half:
+                    pieces = pieces[: max(1, len(pieces) // 2)]
+                for i, piece in enumerate(pieces):
+                    chunk = {
+                        "id": "fake",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": "fake",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "delta": {"role": "assistant", "content": piece}
+                                if i == 0
+                                else {"content": piece},
+                                "finish_reason": None,
+                            }
+                        ],
+                    }
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                if half:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                done = {
+                    "id": "fake",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": "fake",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                }
+                self.wfile.write(f"data: {json.dumps(done)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+
+            @staticmethod
+            def _completion(content: str) -> bytes:
+                return json.dumps(
+                    {
+                        "id": "fake",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "fake",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": content},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": 10,
+                            "completion_tokens": 5,
+                            "total_tokens": 15,
+                        },
+                    }
+                ).encode()
 
             def _send(self, status: int, payload: bytes) -> None:
                 self.send_response(status)

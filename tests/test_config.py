@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import tomllib
 from pathlib import Path
@@ -139,3 +140,19 @@ def test_bad_config_on_the_command_line(tmp_path: Path) -> None:
     assert_one_line_error(proc, 2, "invalid TOML", "line 1")
     proc = run_cli("ask", "--config", str(write(tmp_path, '[conductor]\nseed = "x"\n')), "hi")
     assert_one_line_error(proc, 2, "conductor.seed: expected an integer")
+
+
+def test_an_unreadable_config_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    not_utf8 = tmp_path / "latin1.toml"
+    not_utf8.write_bytes(b'[conductor]\nmodel = "caf\xe9"\n')
+    a_dir = tmp_path / "dir.toml"
+    a_dir.mkdir()
+    cases = [(not_utf8, "cannot read config file"), (a_dir, "is a directory")]
+    if os.geteuid() != 0:  # root reads any file whatever its mode
+        locked = tmp_path / "locked.toml"
+        locked.write_text("[conductor]\n", encoding="utf-8")
+        locked.chmod(0)
+        cases.append((locked, "Permission denied"))
+    for path, needle in cases:
+        monkeypatch.setenv("CONDUCTOR_CONFIG", str(path))
+        assert_one_line_error(run_cli("config", "show"), 2, str(path), needle)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.api import run_workflow
+from conductor_cli.backends.litellm import LiteLLMProcess
 from conductor_cli.config import config_from_dict
 from conductor_cli.errors import BudgetError, WorkerError
 from conductor_cli.events import StepFinished, StepRetry, StepSkipped, StepStarted
@@ -19,6 +20,19 @@ from conductor_cli.workflow import parse_workflow
 
 from .conftest import assert_one_line_error, run_cli
 from .fake_openai import FakeOpenAIServer
+
+# One litellm helper process for the module's library-level runs: each fresh process would
+# import litellm again (3 s of CPU). Per-process start-up is covered by the CLI tests.
+_HELPER: list[LiteLLMProcess] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def shared_litellm_helper() -> Iterator[LiteLLMProcess]:
+    helper = LiteLLMProcess()
+    _HELPER.append(helper)
+    yield helper
+    _HELPER.clear()
+    helper.close()
 
 
 @pytest.fixture
@@ -70,6 +84,7 @@ def steps(*spec: tuple[str, list[int]]):  # type: ignore[no-untyped-def]
 
 def run(workflow, cfg, **kw):  # type: ignore[no-untyped-def]
     events: list[object] = []
+    kw.setdefault("litellm", _HELPER[0])
     result = run_workflow(workflow, "Q?", config=cfg, on_event=events.append, **kw)
     return result, events
 
@@ -108,7 +123,7 @@ def test_rate_limit_then_success_is_retried(fakes: list[FakeOpenAIServer]) -> No
     assert 0.5 <= retries[0].delay <= 0.5 * 1.25
 
 
-@pytest.mark.parametrize("fault", ["500", "malformed", "empty"])
+@pytest.mark.parametrize("fault", ["500", "malformed", "empty", "reset", "half"])
 def test_failing_worker_falls_back(fault: str, fakes: list[FakeOpenAIServer]) -> None:
     bad = fake(fakes, fault)
     good = fake(fakes, "ok", answer="from the fallback")
@@ -122,6 +137,21 @@ def test_failing_worker_falls_back(fault: str, fakes: list[FakeOpenAIServer]) ->
     assert record["steps"][0]["fallback"] == "good" and record["steps"][0]["retries"] == 1
 
 
+@pytest.mark.parametrize("fault", ["half", "reset"])
+def test_a_stream_cut_off_midway_is_retried_and_only_the_full_answer_kept(
+    fault: str, fakes: list[FakeOpenAIServer]
+) -> None:
+    cut = fake(fakes, fault, "ok", answer="one two three four five six")
+    cfg = config(worker("cut", cut.api_base, retries=1))
+    result, events = run(steps(("cut", [])), cfg, stream=True)
+    assert len(cut.requests) == 2 and all(r["body"].get("stream") for r in cut.requests)
+    assert result.answer == "one two three four five six"
+    assert [type(e).__name__ for e in events].count("StepRetry") == 1
+    record = load_trace(result.trace_path)  # type: ignore[arg-type]
+    assert record["steps"][0]["output"] == "one two three four five six"
+    assert record["status"] == "done"
+
+
 def test_failure_skips_dependents_and_spares_independent_steps(
     fakes: list[FakeOpenAIServer],
 ) -> None:
@@ -132,7 +162,7 @@ def test_failure_skips_dependents_and_spares_independent_steps(
     workflow = steps(("gone", []), ("ok", []), ("ok", [0]), ("ok", [1]))
     events: list[object] = []
     with pytest.raises(WorkerError, match=r"step 0 \(gone\): .*Connection error.*1 step skipped"):
-        run_workflow(workflow, "Q?", config=cfg, on_event=events.append)
+        run_workflow(workflow, "Q?", config=cfg, on_event=events.append, litellm=_HELPER[0])
     assert [e.index for e in events if isinstance(e, StepSkipped)] == [2]
     assert sorted(e.index for e in events if isinstance(e, StepFinished)) == [1, 3]
 

@@ -122,6 +122,14 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
             parts.append(piece)
             send_text(piece)
         finish = choice.finish_reason or finish
+    # A complete stream ends with the server's finish reason; litellm makes one up ("stop")
+    # when the connection closes early, and keeps what the server really sent here (litellm
+    # is pinned: see pyproject). Part of an answer must never pass for the whole.
+    if getattr(response, "received_finish_reason", "stop") is None:
+        raise ConnectionError(
+            f"the stream ended after {len(''.join(parts))} characters, before the answer was "
+            "complete"
+        )
     return {
         "text": "".join(parts),
         "tokens_in": tokens_in,

@@ -50,7 +50,7 @@ class PrefixStateStore:
 
     @classmethod
     def default(cls) -> PrefixStateStore:
-        return cls(paths.cache_dir() / "llama-state")
+        return cls(paths.state_dir())
 
     def _path(self, key: str) -> Path:
         return self.directory / f"{key}{SUFFIX}"

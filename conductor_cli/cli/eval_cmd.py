@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .ask import Quiet, Verbose
+from .ask import Verbose
 from .common import ConfigOption, config_path, handle_errors
 
 DATASETS = ("humaneval", "mcq", "qa")
@@ -83,7 +83,9 @@ def eval_cmd(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write the response cache.")
     ] = False,
-    quiet: Quiet = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress or notes; only the table.")
+    ] = False,
     verbose: Verbose = False,
     config: ConfigOption = None,
 ) -> None:
