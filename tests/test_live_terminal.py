@@ -60,3 +60,48 @@ def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
     assert step_lines, screen
     for i, line in enumerate(step_lines):
         assert f"step {i}" in line and "local" in line and "done" in line, line
+
+
+def test_eval_shows_a_progress_bar_with_eta_then_the_table(tmp_path: Path, gguf_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG.replace("max_tokens = 40", "max_tokens = 12"), encoding="utf-8")
+    data = Path(__file__).parent / "data" / "mcq10.jsonl"
+    done = tmp_path / "done"
+    exports = " ".join(
+        f"{k}={shlex.quote(v)}"
+        for k, v in os.environ.items()
+        if k.startswith(("CONDUCTOR_", "XDG_", "LITELLM_")) or k in ("PATH", "HOME")
+    )
+    command = (
+        f"export {exports} TERM=xterm-256color; "
+        f"{shlex.quote(sys.executable)} -m conductor_cli eval mcq {shlex.quote(str(data))} "
+        f"--config {shlex.quote(str(config))} --strategies single,vote --limit 4; "
+        f"echo $? > {shlex.quote(str(done))}; sleep 60"
+    )
+    session = f"conductor-eval-{os.getpid()}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True
+    )
+    frames = []
+    try:
+        deadline = time.monotonic() + 180
+        while not done.exists() and time.monotonic() < deadline:
+            frames.append(
+                subprocess.run(
+                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+                ).stdout
+            )
+            time.sleep(0.2)
+        screen = subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    assert done.read_text().strip() == "0", screen
+    bars = [line for f in frames for line in f.splitlines() if line.startswith("eval ")]
+    assert bars, frames[-1] if frames else screen
+    # "eval ━━━━━━━━╺━━━━━━━ 3/8 elapsed 0:00:04 ETA 0:00:06 single:local mcq10:2: wrong"
+    assert any("/8" in line and "ETA" in line for line in bars), bars
+    # The bar is gone and the table took its place.
+    assert "acc %" in screen and "95% CI" in screen and "vote:local" in screen
+    assert not any(line.startswith("eval ") for line in screen.splitlines())

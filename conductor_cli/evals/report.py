@@ -141,13 +141,18 @@ def _cells(s: Summary) -> list[str]:
     ]
 
 
+_SHORT = ("strategy", "n", "acc %", "95% CI", "tok/q", "tokens", "cost $", "calls", "wall s")
+
+
 def table(summaries: Sequence[Summary]) -> Table:
     """The summaries as a rich table for the terminal."""
+    from rich import box
     from rich.table import Table
 
-    t = Table()
-    for column in COLUMNS:
-        t.add_column(column, justify="right" if column in _NUMERIC_COLUMNS else "left")
+    # Short headers and no vertical rules: the table fits an 80-column terminal whole.
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for column, short in zip(COLUMNS, _SHORT, strict=True):
+        t.add_column(short, justify="right" if column in _NUMERIC_COLUMNS else "left")
     for s in summaries:
         t.add_row(*_cells(s))
     return t
