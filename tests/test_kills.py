@@ -20,19 +20,10 @@ from pathlib import Path
 from conductor_cli.cache import ResponseCache
 from conductor_cli.trace import load_trace, traces_dir
 
-from .conftest import run_cli
+from .conftest import FAST_CONFIG, run_cli
 
 KILLS = 30
-CONFIG = """
-[conductor]
-max_steps = 2
-
-[[workers]]
-name = "local"
-model = "gguf:smollm2-135m-instruct"
-description = "tiny local model"
-max_tokens = 16
-"""
+CONFIG = FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 16")
 QUESTIONS = [
     "What is the capital of Italy?",
     "Name a prime number above 10.",

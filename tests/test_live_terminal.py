@@ -26,10 +26,9 @@ max_tokens = 40
 """
 
 
-def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
-    config = tmp_path / "c.toml"
-    config.write_text(CONFIG, encoding="utf-8")
-    done = tmp_path / "done"
+def _in_tmux(args: list[str], done: Path) -> tuple[list[str], str]:
+    """Run `python -m conductor_cli ARGS` in a real terminal; the screens seen while it ran
+    (captured every 0.2 s) and the last one."""
     exports = " ".join(
         f"{k}={shlex.quote(v)}"
         for k, v in os.environ.items()
@@ -37,22 +36,35 @@ def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
     )
     command = (
         f"export {exports} TERM=xterm-256color; "
-        f"{shlex.quote(sys.executable)} -m conductor_cli ask --config {shlex.quote(str(config))} "
-        f"'Name three fruits.'; echo $? > {shlex.quote(str(done))}; sleep 60"
+        f"{shlex.quote(sys.executable)} -m conductor_cli {shlex.join(args)}; "
+        f"echo $? > {shlex.quote(str(done))}; sleep 60"
     )
     session = f"conductor-test-{os.getpid()}"
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True
     )
+
+    def capture() -> str:
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+        ).stdout
+
+    frames = []
     try:
         deadline = time.monotonic() + 180
         while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.5)
-        screen = subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
-        ).stdout
+            frames.append(capture())
+            time.sleep(0.2)
+        return frames, capture()
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    done = tmp_path / "done"
+    _, screen = _in_tmux(["ask", "--config", str(config), "Name three fruits."], done)
     assert done.read_text().strip() == "0", screen
     assert "Name three fruits." in screen
     assert "planned" in screen
@@ -67,36 +79,8 @@ def test_eval_shows_a_progress_bar_with_eta_then_the_table(tmp_path: Path, gguf_
     config.write_text(CONFIG.replace("max_tokens = 40", "max_tokens = 12"), encoding="utf-8")
     data = Path(__file__).parent / "data" / "mcq10.jsonl"
     done = tmp_path / "done"
-    exports = " ".join(
-        f"{k}={shlex.quote(v)}"
-        for k, v in os.environ.items()
-        if k.startswith(("CONDUCTOR_", "XDG_", "LITELLM_")) or k in ("PATH", "HOME")
-    )
-    command = (
-        f"export {exports} TERM=xterm-256color; "
-        f"{shlex.quote(sys.executable)} -m conductor_cli eval mcq {shlex.quote(str(data))} "
-        f"--config {shlex.quote(str(config))} --strategies single,vote --limit 4; "
-        f"echo $? > {shlex.quote(str(done))}; sleep 60"
-    )
-    session = f"conductor-eval-{os.getpid()}"
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command], check=True
-    )
-    frames = []
-    try:
-        deadline = time.monotonic() + 180
-        while not done.exists() and time.monotonic() < deadline:
-            frames.append(
-                subprocess.run(
-                    ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
-                ).stdout
-            )
-            time.sleep(0.2)
-        screen = subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
-        ).stdout
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    args = ["eval", "mcq", str(data), "--config", str(config), "--strategies", "single,vote"]
+    frames, screen = _in_tmux([*args, "--limit", "4"], done)
     assert done.read_text().strip() == "0", screen
     bars = [line for f in frames for line in f.splitlines() if line.startswith("eval ")]
     assert bars, frames[-1] if frames else screen

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -30,44 +30,53 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
-def test_a_full_disk_fails_in_one_line_and_loses_nothing(
-    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def remote_run(small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    """`conductor run` of a one-step workflow on a fake remote worker, with the data and cache
+    dirs on the small disk."""
     monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))
     monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(small_disk / "cache"))
     server = FakeOpenAIServer(["ok"], answer="answer {n}")
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[[workers]]\nname = "w"\nmodel = "openai/fake"\napi_base = "{server.api_base}"\n',
+        encoding="utf-8",
+    )
+    workflow = tmp_path / "wf.json"
+    workflow.write_text(
+        '{"steps": [{"worker": "w", "task": "Answer the question.", "sees": []}]}',
+        encoding="utf-8",
+    )
+
+    def run(question: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("run", "--config", str(config), *extra, str(workflow), question)
+
     try:
-        config = tmp_path / "config.toml"
-        config.write_text(
-            f'[[workers]]\nname = "w"\nmodel = "openai/fake"\napi_base = "{server.api_base}"\n',
-            encoding="utf-8",
-        )
-        workflow = tmp_path / "wf.json"
-        workflow.write_text(
-            '{"steps": [{"worker": "w", "task": "Answer the question.", "sees": []}]}',
-            encoding="utf-8",
-        )
-
-        def run(question: str, *extra: str) -> subprocess.CompletedProcess[str]:
-            return run_cli("run", "--config", str(config), *extra, str(workflow), question)
-
-        first = run("Q1?", "--json")
-        assert first.returncode == 0, first.stderr
-        trace_before = Path(json.loads(first.stdout)["trace"]).read_bytes()
-        filler = small_disk / "filler"
-        with filler.open("wb") as f:  # fill the disk to the last block
-            try:
-                while True:
-                    f.write(b"\0" * 65536)
-                    f.flush()
-            except OSError:
-                pass
-        for proc in (run("Q2?"), run("Q3?", "--no-cache"), run_cli("cache", "stats")):
-            line = assert_one_line_error(proc, 1)
-            assert "intact" in line and ("full" in line or "No space" in line), line
-        os.remove(filler)
+        yield run
     finally:
         server.close()
+
+
+def test_a_full_disk_fails_in_one_line_and_loses_nothing(small_disk: Path, remote_run: Run) -> None:
+    run = remote_run
+    first = run("Q1?", "--json")
+    assert first.returncode == 0, first.stderr
+    trace_before = Path(json.loads(first.stdout)["trace"]).read_bytes()
+    filler = small_disk / "filler"
+    with filler.open("wb") as f:  # fill the disk to the last block
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+                f.flush()
+        except OSError:
+            pass
+    for proc in (run("Q2?"), run("Q3?", "--no-cache"), run_cli("cache", "stats")):
+        line = assert_one_line_error(proc, 1)
+        assert "intact" in line and ("full" in line or "No space" in line), line
+    os.remove(filler)
     # Nothing written before was lost: the trace is byte-identical, the cache still answers.
     assert Path(json.loads(first.stdout)["trace"]).read_bytes() == trace_before
     again = run("Q1?", "--json")
@@ -77,51 +86,29 @@ def test_a_full_disk_fails_in_one_line_and_loses_nothing(
     assert any(t["question"] == "Q1?" and t["status"] == "done" for t in listed)
 
 
-def _make_read_only(mount: Path, writable: bool) -> None:
-    if writable:
-        subprocess.run(["mount", "-o", "remount,rw", str(mount)], check=True)
-    else:
-        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+def _remount(mount: Path, mode: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(mount)], check=True)
 
 
 def test_a_read_only_data_dir_fails_in_one_line_and_loses_nothing(
-    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    small_disk: Path, remote_run: Run
 ) -> None:
-    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))
-    monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(small_disk / "cache"))
-    server = FakeOpenAIServer(["ok"], answer="answer {n}")
+    run = remote_run
+    first = run("Q1?", "--json")
+    assert first.returncode == 0, first.stderr
+    trace_path = Path(json.loads(first.stdout)["trace"])
+    trace_before = trace_path.read_bytes()
+    files_before = sorted(p.relative_to(small_disk) for p in small_disk.rglob("*"))
+    _remount(small_disk, "ro")
     try:
-        config = tmp_path / "config.toml"
-        config.write_text(
-            f'[[workers]]\nname = "w"\nmodel = "openai/fake"\napi_base = "{server.api_base}"\n',
-            encoding="utf-8",
-        )
-        workflow = tmp_path / "wf.json"
-        workflow.write_text(
-            '{"steps": [{"worker": "w", "task": "Answer the question.", "sees": []}]}',
-            encoding="utf-8",
-        )
-
-        def run(question: str, *extra: str) -> subprocess.CompletedProcess[str]:
-            return run_cli("run", "--config", str(config), *extra, str(workflow), question)
-
-        first = run("Q1?", "--json")
-        assert first.returncode == 0, first.stderr
-        trace_path = Path(json.loads(first.stdout)["trace"])
-        trace_before = trace_path.read_bytes()
-        files_before = sorted(p.relative_to(small_disk) for p in small_disk.rglob("*"))
-        _make_read_only(small_disk, writable=False)
-        try:
-            for proc in (run("Q2?"), run("Q1?"), run_cli("cache", "clear")):
-                line = assert_one_line_error(proc, 1)
-                assert "read-only" in line and "intact" in line, line
-            # Reading what is there still works on a read-only disk.
-            listed = run_cli("traces", "show", trace_path.stem)
-            assert listed.returncode == 0, listed.stderr
-        finally:
-            _make_read_only(small_disk, writable=True)
+        for proc in (run("Q2?"), run("Q1?"), run_cli("cache", "clear")):
+            line = assert_one_line_error(proc, 1)
+            assert "read-only" in line and "intact" in line, line
+        # Reading what is there still works on a read-only disk.
+        shown = run_cli("traces", "show", trace_path.stem)
+        assert shown.returncode == 0, shown.stderr
     finally:
-        server.close()
+        _remount(small_disk, "rw")
     assert trace_path.read_bytes() == trace_before
     assert sorted(p.relative_to(small_disk) for p in small_disk.rglob("*")) == files_before
     again = run("Q1?", "--json")

@@ -33,10 +33,18 @@ def plot(summaries: Sequence[Summary], path: Path, title: str) -> str:
     axis = "mean cost per problem (USD)" if by_cost else "mean tokens per problem"
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     try:
+        # Strategies on the same spot (router and oracle with one worker equal `single:`) get
+        # one point and one label, not labels drawn over each other.
+        spots: dict[tuple[float, float], list[Summary]] = {}
         for s, x in zip(rows, xs, strict=True):
+            spots.setdefault((round(x, 9), round(s.accuracy, 9)), []).append(s)
+        for (x, _), same in spots.items():
+            s = same[0]
             low, high = s.accuracy - s.ci_low, s.ci_high - s.accuracy
             ax.errorbar(x, s.accuracy, yerr=[[low], [high]], fmt="o", capsize=4)
-            ax.annotate(s.strategy, (x, s.accuracy), textcoords="offset points", xytext=(6, 6))
+            label = " = ".join(t.strategy for t in same)
+            ax.annotate(label, (x, s.accuracy), textcoords="offset points", xytext=(6, 6))
+        ax.margins(x=0.2)  # room for the labels of the outermost points
         ax.set_xlabel(axis)
         ax.set_ylabel("accuracy (95% CI)")
         ax.set_ylim(-0.05, 1.05)

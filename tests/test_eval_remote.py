@@ -1,0 +1,63 @@
+"""`conductor eval` on a remote pool (litellm to a fake server): the qa path, concurrency,
+prices, and usage counted the same whether the response cache served a call or not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .conftest import run_cli
+from .fake_openai import FakeOpenAIServer
+
+
+def test_qa_eval_with_remote_workers_counts_usage_even_from_the_cache(tmp_path: Path) -> None:
+    right = FakeOpenAIServer(["ok"], answer="Let me think. Answer: 42")
+    wrong = FakeOpenAIServer(["ok"], answer="Answer: 41")
+    try:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f"[[workers]]\nname = 'good'\nmodel = 'openai/fake'\napi_base = '{right.api_base}'\n"
+            "input_cost_per_mtok = 1000.0\noutput_cost_per_mtok = 2000.0\n"
+            f"[[workers]]\nname = 'bad'\nmodel = 'openai/fake'\napi_base = '{wrong.api_base}'\n",
+            encoding="utf-8",
+        )
+        data = tmp_path / "qa.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"question": f"What is 6 times 7? ({i})", "answer": 42}) + "\n"
+                for i in range(6)
+            ),
+            encoding="utf-8",
+        )
+
+        def evaluate(*extra: str) -> dict:
+            out = tmp_path / "r.json"
+            proc = run_cli(
+                "eval", "qa", str(data), "--scorer", "numeric", "--config", str(config),
+                "--strategies", "single,vote:good,router,oracle", "--concurrency", "3",
+                "--json-out", str(out), *extra,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            return {s["strategy"]: s for s in json.loads(out.read_text())["strategies"]}
+
+        first = evaluate()
+        calls_first = len(right.requests) + len(wrong.requests)
+        again = evaluate("--restart")  # recomputed, but every call comes from the cache
+        assert len(right.requests) + len(wrong.requests) == calls_first
+    finally:
+        right.close()
+        wrong.close()
+    assert first["single:good"]["accuracy"] == 1.0
+    assert first["single:bad"]["accuracy"] == 0.0
+    assert first["vote:good"]["accuracy"] == 1.0 and first["vote:good"]["model_calls"] == 18
+    assert first["oracle"]["accuracy"] == 1.0
+    # The router learned on the other half that `good` wins, for every problem.
+    assert first["router"]["accuracy"] == 1.0
+    assert first["router"]["cost"] == first["single:good"]["cost"]
+    # 6 calls of 10 tokens in, 5 out at $1000/$2000 per million tokens.
+    assert abs(first["single:good"]["cost"] - 6 * (10 * 1e-3 + 5 * 2e-3)) < 1e-9
+    assert first["single:bad"]["cost"] is None  # litellm knows no price for a local alias
+    for name, s in first.items():
+        assert again[name]["model_calls"] == s["model_calls"], name
+        assert again[name]["cost"] == s["cost"], name
+        assert again[name]["tokens_total"] == s["tokens_total"], name
