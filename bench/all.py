@@ -17,6 +17,7 @@ BENCHES = [
     ["grammar.py", "--runs", "5"],
     ["engine_overhead.py", "--runs", "50"],
     ["parallel.py"],
+    ["model_thread.py", "--runs", "5"],
     ["ask_rerun.py", "--runs", "3"],
     ["litellm_overlap.py", "--runs", "3"],
 ]

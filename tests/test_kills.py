@@ -110,3 +110,20 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
         assert cache.verify() > 0
     finally:
         cache.close()
+
+
+def test_ctrl_c_wrapped_by_python_still_counts_as_ctrl_c() -> None:
+    # Found by the test above: Ctrl-C while a lazily imported module created a dataclass came
+    # back as RuntimeError("Error calling __set_name__ ...") and was reported as a bug.
+    from conductor_cli.cli.common import _interrupted
+
+    class Interrupting:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    try:
+        type("Made", (), {"field": Interrupting()})
+    except RuntimeError as e:
+        wrapped = e
+    assert _interrupted(wrapped)
+    assert not _interrupted(RuntimeError("a real bug"))

@@ -10,6 +10,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +220,34 @@ def test_constrained_generation_follows_the_grammar_not_the_model(gguf_path: Pat
         assert out.tokens_out == 5
     finally:
         models.close()
+
+
+def test_every_llama_call_runs_on_the_models_own_thread(gguf_path: Path) -> None:
+    # One OpenMP team per calling thread made local steps ~3x slower once the main thread had
+    # planned (bench/model_thread.py); calls from any thread must land on one thread.
+    models = LlamaModels(n_ctx=1024)
+    backend = LlamaCppBackend(models, gguf_path, "test")
+    loaded = models.get(gguf_path)
+    seen: list[int] = []
+    real = loaded.llama.create_chat_completion
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(threading.get_ident())
+        return real(*args, **kwargs)
+
+    loaded.llama.create_chat_completion = spy
+    request = Request(
+        messages=({"role": "user", "content": "Say hi."},), max_tokens=4, temperature=0.0, seed=1
+    )
+    try:
+        backend.complete(request)
+        callers = [threading.Thread(target=backend.complete, args=(request,)) for _ in range(2)]
+        for t in callers:
+            t.start()
+        for t in callers:
+            t.join()
+    finally:
+        models.close()
+    assert len(seen) == 3 and len(set(seen)) == 1
+    assert seen[0] != threading.get_ident()
+    assert seen[0] not in {t.ident for t in callers}

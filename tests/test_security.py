@@ -15,7 +15,14 @@ PLANTED = "sk-planted-7f3c9e1d2b4a"
 def test_a_planted_key_is_used_but_never_written_or_printed(
     tmp_path: Path, isolated_home: Path, fast_config: Path
 ) -> None:
-    server = FakeOpenAIServer(["ok", "500", "ok"], answer="remote answer")
+    # The worker's answer carries code and a shell substitution that would leave marker files
+    # if anything executed it: model output is data for ask and run.
+    marker = tmp_path / "executed"
+    payload = (
+        f"remote answer\n```python\nopen({str(marker)!r} + '-py', 'w').write('x')\n```\n"
+        f"$(touch {marker}-sh) `touch {marker}-tick`"
+    )
+    server = FakeOpenAIServer(["ok", "500", "ok"], answer=payload)
     try:
         config = tmp_path / "config.toml"
         config.write_text(
@@ -57,6 +64,8 @@ def test_a_planted_key_is_used_but_never_written_or_printed(
     written = [p for p in isolated_home.rglob("*") if p.is_file()] + [config]
     assert any(p.suffix == ".json" and "traces" in p.parts for p in written)  # traces exist
     assert any("responses" in p.parts for p in written)  # and cache entries
+    assert not list(tmp_path.glob("executed*"))
+    assert "$(touch" in outputs[0].stdout  # the payload was printed as text, not run
     needle = PLANTED.encode()
     for path in written:
         assert needle not in path.read_bytes(), path

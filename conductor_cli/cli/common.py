@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
@@ -49,6 +49,8 @@ def handle_errors(fn: F) -> F:
         except BrokenPipeError:
             quiet_broken_pipe()
         except Exception as e:  # a bug of ours: still one line, the traceback behind --debug
+            if _interrupted(e):
+                _leave_interrupted()
             if _debug():
                 raise
             problem = storage_problem(e)
@@ -60,14 +62,31 @@ def handle_errors(fn: F) -> F:
                 EXIT_RUN_FAILED,
             ) from None
         except KeyboardInterrupt:
-            sys.stderr.write("conductor: interrupted\n")
-            sys.stderr.flush()
-            sys.stdout.flush()
-            # The trace and cache are already consistent on disk. A step's thread may still be
-            # inside llama.cpp, and interpreter shutdown under it can crash; leave at once.
-            os._exit(EXIT_INTERRUPTED)
+            _leave_interrupted()
 
     return wrapper  # type: ignore[return-value]
+
+
+def _interrupted(error: BaseException) -> bool:
+    """Ctrl-C wrapped in another error: Python turns a KeyboardInterrupt raised while a class
+    is being created (a lazy import) into RuntimeError("Error calling __set_name__ ...")."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _leave_interrupted() -> NoReturn:
+    sys.stderr.write("conductor: interrupted\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    # The trace and cache are already consistent on disk. A step's thread may still be inside
+    # llama.cpp, and interpreter shutdown under it can crash; leave at once.
+    os._exit(EXIT_INTERRUPTED)
 
 
 def storage_problem(error: BaseException) -> str | None:
