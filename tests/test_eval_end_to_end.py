@@ -114,17 +114,21 @@ def test_mcq_eval_resumes_after_ctrl_c_without_recomputing(tmp_path: Path, gguf_
         env=os.environ.copy(),
     )
     assert proc.stderr is not None
-    seen = 0
+    seen, head = 0, []
     deadline = time.monotonic() + 240
-    for line in proc.stderr:  # "-v" writes one line per finished (strategy, problem)
-        if line.startswith("conductor: ["):
-            seen += 1
-        if seen == 14 or time.monotonic() > deadline:
+    while seen < 14 and time.monotonic() < deadline:
+        # os-level reads, not the file object's: communicate() below reads the pipe directly,
+        # and lines held in a file object's read-ahead buffer would never reach `rest`.
+        chunk = os.read(proc.stderr.fileno(), 65536).decode()
+        if not chunk:
             break
+        head.append(chunk)
+        seen = "".join(head).count("conductor: [")
     proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=120)
-    assert proc.returncode == 130, rest
-    assert "run the same command again to continue" in rest
+    everything = "".join(head) + rest
+    assert proc.returncode == 130, everything
+    assert "run the same command again to continue" in everything, everything
     stores = list(evals_dir().glob("*.jsonl"))
     assert len(stores) == 1
     before = _stored(stores[0])

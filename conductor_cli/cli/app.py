@@ -89,20 +89,27 @@ def _in_ctypes_callback(frame: FrameType | None) -> bool:
 
 
 def main() -> None:
-    # From here on Ctrl-C raises KeyboardInterrupt, which the commands handle (trace marked
-    # interrupted, exit 130); entry.py covered the import time before this.
-    signal.signal(signal.SIGINT, _interrupt)
-    signal.signal(signal.SIGTERM, _interrupt)
-    if os.environ.get(COMPLETE_VAR):
-        # A Tab in the shell: register Typer's shell classes (add_completion=False leaves them
-        # out so that plain runs pay nothing for them).
-        from typer._completion_classes import completion_init  # typer is pinned: pyproject
-
-        completion_init()
     try:
+        # From here on Ctrl-C raises KeyboardInterrupt, which the commands handle (trace marked
+        # interrupted, exit 130); entry.py covered the import time before this.
+        signal.signal(signal.SIGINT, _interrupt)
+        signal.signal(signal.SIGTERM, _interrupt)
+        if os.environ.get(COMPLETE_VAR):
+            # A Tab in the shell: register Typer's shell classes (add_completion=False leaves
+            # them out so that plain runs pay nothing for them).
+            from typer._completion_classes import completion_init  # typer is pinned
+
+            completion_init()
         app()
     except KeyboardInterrupt:  # while Typer builds the command tree, before it parses
         sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # help or usage text into a closed pipe
         with contextlib.suppress(typer.Exit):
             quiet_broken_pipe()
+    finally:
+        # The command is over and everything it wrote is on disk: a signal from now on just
+        # ends the process, as it would any program, with nothing printed.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
