@@ -111,6 +111,18 @@ def run_cli(
     )
 
 
+def start_cli(*args: str) -> subprocess.Popen[str]:
+    """Start the real `conductor` program (no stdin, output piped), to signal or await it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "conductor_cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
     """The user-error contract: the exit code, one line on stderr, no traceback."""
     err = proc.stderr.strip()

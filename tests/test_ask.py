@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from .conftest import FAST_CONFIG, assert_one_line_error, run_cli
+from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 
 
 def test_ask_with_no_config_answers(gguf_path: Path) -> None:
@@ -188,14 +185,7 @@ def test_missing_api_key_is_named(
 
 
 def test_ctrl_c_stops_cleanly(gguf_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "conductor_cli", "ask", "Write a long essay about the sea."],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
+    proc = start_cli("ask", "Write a long essay about the sea.")
     time.sleep(4)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,7 +16,7 @@ from conductor_cli.events import PlanReady, RunFinished, StepFinished
 from conductor_cli.replay import play
 from conductor_cli.trace import load_trace, redact_text
 
-from .conftest import FAST_CONFIG, assert_one_line_error, run_cli
+from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 
 SLOW_WORKFLOW = {
     "steps": [
@@ -190,23 +187,7 @@ def test_interrupted_run_resumes_only_missing_steps(
     config.write_text(FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 160"), encoding="utf-8")
     workflow = tmp_path / "story.json"
     workflow.write_text(json.dumps(SLOW_WORKFLOW), encoding="utf-8")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "conductor_cli",
-            "run",
-            "--config",
-            str(config),
-            str(workflow),
-            "Tell me a story.",
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
+    proc = start_cli("run", "--config", str(config), str(workflow), "Tell me a story.")
     deadline = time.monotonic() + 120
     trace_file = None
     while time.monotonic() < deadline:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from conductor_cli.cache import ResponseCache
 from conductor_cli.trace import load_trace, traces_dir
+
+from .conftest import run_cli, start_cli
 
 # One llama.cpp thread per process: eight processes with a thread per core each would
 # oversubscribe a small machine many times over.
@@ -44,25 +43,9 @@ def test_eight_concurrent_asks_all_finish_and_corrupt_nothing(
     config.write_text(CONFIG, encoding="utf-8")
     # One run first saves the conductor's prompt state, which the eight then share (and read
     # at once); without it each would spend seconds computing the same state.
-    warm = subprocess.run(
-        [sys.executable, "-m", "conductor_cli", "ask", "--config", str(config), "Hello?"],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-    )
+    warm = run_cli("ask", "--config", str(config), "Hello?", timeout=120)
     assert warm.returncode == 0, warm.stderr
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "conductor_cli", "ask", "--config", str(config), q],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=os.environ.copy(),
-        )
-        for q in QUESTIONS
-    ]
+    procs = [start_cli("ask", "--config", str(config), q) for q in QUESTIONS]
     results = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, results, strict=True):
         assert p.returncode == 0, err
@@ -84,22 +67,7 @@ def test_eight_concurrent_asks_all_finish_and_corrupt_nothing(
     distinct = {r["question"] for r in records}
     assert entries >= 2 * (len(distinct) + 1)
     # A rerun of each question is answered from the cache alone, with the same answer.
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "conductor_cli",
-            "ask",
-            "--config",
-            str(config),
-            "--json",
-            QUESTIONS[2],
-        ],
-        capture_output=True,
-        text=True,
-        env=os.environ.copy(),
-        timeout=120,
-    )
+    again = run_cli("ask", "--config", str(config), "--json", QUESTIONS[2], timeout=120)
     assert again.returncode == 0, again.stderr
     doc = json.loads(again.stdout)
     assert doc["totals"]["model_calls"] == 0

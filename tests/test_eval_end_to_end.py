@@ -7,14 +7,12 @@ import csv
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from conductor_cli.evals.store import evals_dir
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, run_cli, start_cli
 
 DATA = REPO / "tests" / "data"
 STRATEGIES = ["conductor", "single:local", "vote:local", "moa", "router", "oracle"]
@@ -103,16 +101,8 @@ def test_humaneval_every_strategy_table_json_csv_plot(tmp_path: Path, gguf_path:
 
 def test_mcq_eval_resumes_after_ctrl_c_without_recomputing(tmp_path: Path, gguf_path: Path) -> None:
     config = _config(tmp_path, 12)
-    args = [sys.executable, "-m", "conductor_cli", "eval", "mcq", str(DATA / "mcq10.jsonl"),
-            "--config", str(config), "-v"]  # fmt: skip
-    proc = subprocess.Popen(
-        args,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=os.environ.copy(),
-    )
+    args = ["eval", "mcq", str(DATA / "mcq10.jsonl"), "--config", str(config), "-v"]
+    proc = start_cli(*args)
     assert proc.stderr is not None
     seen, head = 0, []
     deadline = time.monotonic() + 240
@@ -134,7 +124,7 @@ def test_mcq_eval_resumes_after_ctrl_c_without_recomputing(tmp_path: Path, gguf_
     before = _stored(stores[0])
     assert 14 <= len(before) < 40
 
-    again = run_cli(*args[3:], "--no-cache", "--json-out", str(tmp_path / "m.json"))
+    again = run_cli(*args, "--no-cache", "--json-out", str(tmp_path / "m.json"))
     assert again.returncode == 0, again.stderr
     assert f"{len(before)} of 40 results came from an earlier run" in again.stderr
     after = _stored(stores[0])

@@ -8,11 +8,8 @@ was interrupted.
 
 from __future__ import annotations
 
-import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +17,7 @@ from pathlib import Path
 from conductor_cli.cache import ResponseCache
 from conductor_cli.trace import load_trace, traces_dir
 
-from .conftest import FAST_CONFIG, run_cli
+from .conftest import FAST_CONFIG, run_cli, start_cli
 
 KILLS = 30
 CONFIG = FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 16")
@@ -46,14 +43,7 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
         sig = rng.choice([signal.SIGINT, signal.SIGTERM])
         # A random moment within the run's length: about 3 s computed, under 1 s from the cache.
         delay = rng.uniform(0.05, 0.6 if question in answered else 3.0)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "conductor_cli", "ask", "--config", str(config), question],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=os.environ.copy(),
-        )
+        proc = start_cli("ask", "--config", str(config), question)
         time.sleep(delay)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)

@@ -179,26 +179,24 @@ class _Usage:
     @staticmethod
     def of(run: RunResult, config: Config, lookup: Lookup) -> _Usage:
         costs: list[float | None] = []
-        calls = 0
         if run.plan is not None:
-            plan_cost = conductor_pricing(config, lookup).cost(
-                run.plan.tokens_in, run.plan.tokens_out
+            costs.append(
+                conductor_pricing(config, lookup).cost(run.plan.tokens_in, run.plan.tokens_out)
             )
-            costs.append(plan_cost)
-            calls += run.plan.attempts
         for step in run.steps:
             if step.worker == CONDUCTOR_WORKER:  # a nested run: its own accounting
                 costs.append(step.cost)
                 continue
             pricing = worker_pricing(config.worker(step.worker), lookup)
             costs.append(pricing.cost(step.tokens_in, step.tokens_out))
-            calls += 1
         t = run.totals()
         return _Usage(
             t["tokens_in"],
             t["tokens_out"],
             None if None in costs else sum(c or 0.0 for c in costs),
-            max(calls, t["model_calls"] + t["cache_hits"]),
+            # Every call passed the cache layer: answered there or by the model (retries and
+            # the conductor's attempts included).
+            t["model_calls"] + t["cache_hits"],
         )
 
     def __add__(self, other: _Usage) -> _Usage:

@@ -31,9 +31,10 @@ def run_key(meta: dict[str, Any]) -> str:
 class ResultStore:
     def __init__(self, path: Path, meta: dict[str, Any]) -> None:
         self.path = path
-        self.meta = meta
         self._lock = threading.Lock()
         self._results: dict[tuple[str, str], Result] = {}
+        # A killed run can leave its last line torn; the next line must not be glued to it.
+        self._torn_tail = False
         paths.private_dir(path.parent)
         meta_path = path.with_suffix(".meta.json")
         if not meta_path.exists():
@@ -49,10 +50,11 @@ class ResultStore:
 
     def _load(self) -> None:
         try:
-            lines = self.path.read_bytes().split(b"\n")
+            data = self.path.read_bytes()
         except OSError as e:
             raise InputError(f"{self.path}: cannot read earlier eval results ({e.strerror})") from e
-        for line in lines:
+        self._torn_tail = bool(data) and not data.endswith(b"\n")
+        for line in data.split(b"\n"):
             if not line.strip():
                 continue
             try:
@@ -73,26 +75,17 @@ class ResultStore:
             # O_APPEND: one write per line, so lines from threads never interleave.
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
             try:
-                if self._torn_tail():
-                    os.write(fd, b"\n")  # a killed run's torn line must not swallow this one
+                if self._torn_tail:
+                    os.write(fd, b"\n")
+                    self._torn_tail = False
                 os.write(fd, line.encode("utf-8"))
                 os.fsync(fd)
             finally:
                 os.close(fd)
             self._results[(result.strategy, result.problem_id)] = result
 
-    def _torn_tail(self) -> bool:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                if f.tell() == 0:
-                    return False
-                f.seek(-1, os.SEEK_END)
-                return f.read(1) != b"\n"
-        except OSError:
-            return False
-
     def clear(self) -> None:
         with self._lock:
             self.path.unlink(missing_ok=True)
             self._results.clear()
+            self._torn_tail = False
