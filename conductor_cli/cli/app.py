@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
-import threading
-from types import FrameType
 from typing import Annotated
 
 import typer
 
 from .. import __version__
-from ..errors import EXIT_INTERRUPTED
 from . import ask as ask_cmd
-from . import cache_cmd, config_cmd, doctor_cmd, eval_cmd, models, traces, workers
+from . import cache_cmd, config_cmd, doctor_cmd, eval_cmd, models, signals, traces, workers
 from .common import ConfigOption, quiet_broken_pipe
 from .complete import COMPLETE_VAR
 
@@ -65,35 +61,11 @@ app.add_typer(
 )
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C and SIGTERM: raise KeyboardInterrupt (trace marked interrupted, exit 130).
-
-    An exception raised inside a ctypes callback is printed and dropped, so a signal that
-    lands in llama.cpp's log callback (a model is loading) is delivered again a moment later,
-    outside it, instead of being lost.
-    """
-    if _in_ctypes_callback(frame):
-        main_thread = threading.main_thread().ident
-        if main_thread is not None:
-            threading.Timer(0.02, signal.pthread_kill, (main_thread, signum)).start()
-        return
-    raise KeyboardInterrupt
-
-
-def _in_ctypes_callback(frame: FrameType | None) -> bool:
-    while frame is not None:
-        if frame.f_code.co_name == "llama_log_callback":
-            return True
-        frame = frame.f_back
-    return False
-
-
 def main() -> None:
     try:
-        # From here on Ctrl-C raises KeyboardInterrupt, which the commands handle (trace marked
-        # interrupted, exit 130); entry.py covered the import time before this.
-        signal.signal(signal.SIGINT, _interrupt)
-        signal.signal(signal.SIGTERM, _interrupt)
+        # Until a command starts, a signal just ends the process (exit 130); each command
+        # turns it into KeyboardInterrupt while it runs (common.handle_errors).
+        signals.before_command()
         if os.environ.get(COMPLETE_VAR):
             # A Tab in the shell: register Typer's shell classes (add_completion=False leaves
             # them out so that plain runs pay nothing for them).
@@ -101,15 +73,12 @@ def main() -> None:
 
             completion_init()
         app()
-    except KeyboardInterrupt:  # while Typer builds the command tree, before it parses
-        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # help or usage text into a closed pipe
         with contextlib.suppress(typer.Exit):
             quiet_broken_pipe()
     finally:
         # The command is over and everything it wrote is on disk: a signal from now on just
         # ends the process, as it would any program, with nothing printed.
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signals.after_command()
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()

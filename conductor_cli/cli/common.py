@@ -13,6 +13,7 @@ import typer
 from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
 
 from ..errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError
+from .signals import during_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,7 +40,8 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            with during_command():
+                return fn(*args, **kwargs)
         except ConductorError as e:
             if _debug():
                 raise
