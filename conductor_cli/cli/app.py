@@ -77,8 +77,8 @@ def main() -> None:
         with contextlib.suppress(typer.Exit):
             quiet_broken_pipe()
     finally:
-        # The command is over and everything it wrote is on disk: a signal from now on just
-        # ends the process, as it would any program, with nothing printed.
-        signals.after_command()
+        # The command is over and everything it wrote is on disk (its output flushed first):
+        # a signal from now on just ends the process, as it would any program.
         with contextlib.suppress(OSError, ValueError):
             sys.stdout.flush()
+        signals.after_command()
