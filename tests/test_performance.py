@@ -251,3 +251,59 @@ def test_every_llama_call_runs_on_the_models_own_thread(gguf_path: Path) -> None
     assert len(seen) == 3 and len(set(seen)) == 1
     assert seen[0] != threading.get_ident()
     assert seen[0] not in {t.ident for t in callers}
+
+
+CLOSE_UNDER_A_QUEUED_CALL = """
+import sys, threading
+from pathlib import Path
+from conductor_cli.backends.base import Request
+from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.errors import WorkerError
+
+gguf = Path(sys.argv[1])
+models = LlamaModels(n_ctx=512, n_threads=1)
+backend = LlamaCppBackend(models, gguf, "test")
+loaded = models.get(gguf)
+messages = ({"role": "user", "content": "Say hi."},)
+request = Request(messages=messages, max_tokens=8, temperature=0.0, seed=1)
+# The model's thread is busy (not inside the model) while a step's call waits behind it: the
+# moment after Ctrl-C when the run closes its models and a step thread is about to call one.
+release = threading.Event()
+loaded.thread.submit(release.wait)
+outcome = []
+
+def step():
+    try:
+        outcome.append(backend.complete(request).text)
+    except WorkerError as e:
+        outcome.append(str(e))
+
+caller = threading.Thread(target=step)
+caller.start()
+while loaded.thread._work_queue.qsize() < 1:
+    pass
+models.close()
+release.set()
+caller.join()
+try:
+    backend.complete(request)
+except WorkerError as e:
+    outcome.append(str(e))
+print(outcome)
+"""
+
+
+def test_closing_models_under_a_waiting_call_fails_the_call_instead_of_crashing(
+    gguf_path: Path,
+) -> None:
+    # Found in CI: Ctrl-C during `conductor eval` ended in SIGSEGV. The run closed its models
+    # while a step's call was queued on the model's thread; the call then ran on the freed model.
+    proc = subprocess.run(
+        [sys.executable, "-c", CLOSE_UNDER_A_QUEUED_CALL, str(gguf_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    closed = "llama.cpp: the model was closed (the run is ending)"
+    assert proc.stdout.strip() == repr([closed, closed])

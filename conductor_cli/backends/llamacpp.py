@@ -15,7 +15,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +34,8 @@ _GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8}
 # Below this many tokens a saved state is not worth a file: reading them again is quick.
 MIN_PREFIX_TOKENS = 64
 
+CLOSED = "llama.cpp: the model was closed (the run is ending)"
+
 
 @dataclass
 class _Loaded:
@@ -41,10 +43,21 @@ class _Loaded:
     thread: ThreadPoolExecutor
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
+    # Set by LlamaModels.close(); read under `lock` before every use of `llama`.
+    closed: bool = False
 
     def call(self, work: Callable[[], T]) -> T:
         """Run `work` on the model's own thread and wait for it."""
-        return self.thread.submit(work).result()
+        if self.closed:
+            raise WorkerError(CLOSED)
+        try:
+            future = self.thread.submit(work)
+        except RuntimeError:  # shut down since the check above
+            raise WorkerError(CLOSED) from None
+        try:
+            return future.result()
+        except CancelledError:  # closed before the work started
+            raise WorkerError(CLOSED) from None
 
 
 class LlamaModels:
@@ -65,6 +78,7 @@ class LlamaModels:
         self.state_store = state_store
         self._models: dict[Path, _Loaded] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def for_settings(
@@ -82,6 +96,8 @@ class LlamaModels:
     def get(self, path: Path) -> _Loaded:
         key = path.resolve()
         with self._lock:
+            if self._closed:
+                raise WorkerError(CLOSED)
             if key not in self._models:
                 thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama.cpp")
                 try:
@@ -118,15 +134,18 @@ class LlamaModels:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for loaded in self._models.values():
-                # A model still busy in a step's thread (after Ctrl-C) must not be freed under
-                # it: that crashes the process. It goes with the process instead.
+                # After Ctrl-C a step's thread may still be inside the model, or about to call
+                # it: freeing it under that call crashes the process (seen in CI as a SIGSEGV).
+                # A busy model goes with the process; every later call finds it closed.
+                loaded.closed = True
                 if loaded.lock.acquire(blocking=False):
                     try:
                         loaded.llama.close()
                     finally:
                         loaded.lock.release()
-                loaded.thread.shutdown(wait=False)
+                loaded.thread.shutdown(wait=False, cancel_futures=True)
             self._models.clear()
 
 
@@ -155,6 +174,8 @@ class LlamaCppBackend:
     def _complete(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
         kwargs: dict[str, Any] = {}
         with loaded.lock:
+            if loaded.closed:
+                raise WorkerError(CLOSED)
             store = self._models.state_store
             warm = store is not None and request.fixed_messages > 0
             constrained = request.grammar is not None and on_text is None
