@@ -4,9 +4,13 @@ prices, and usage counted the same whether the response cache served a call or n
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
-from .conftest import run_cli
+from conductor_cli.evals.store import evals_dir
+
+from .conftest import run_cli, start_cli
 from .fake_openai import FakeOpenAIServer
 
 
@@ -61,3 +65,47 @@ def test_qa_eval_with_remote_workers_counts_usage_even_from_the_cache(tmp_path: 
         assert again[name]["model_calls"] == s["model_calls"], name
         assert again[name]["cost"] == s["cost"], name
         assert again[name]["tokens_total"] == s["tokens_total"], name
+
+
+def test_ctrl_c_with_concurrency_stops_at_once_and_stores_only_real_results(
+    tmp_path: Path,
+) -> None:
+    # Each answer takes 1 s; 24 problems 3 at a time would take 8 s more after the signal.
+    slow = FakeOpenAIServer(["slow"], answer="Answer: 42", delay=1.0)
+    try:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f"[[workers]]\nname = 'w'\nmodel = 'openai/fake'\napi_base = '{slow.api_base}'\n",
+            encoding="utf-8",
+        )
+        data = tmp_path / "qa.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"question": f"What is 6 times 7? ({i})", "answer": 42}) + "\n"
+                for i in range(24)
+            ),
+            encoding="utf-8",
+        )
+        proc = start_cli(
+            "eval", "qa", str(data), "--scorer", "numeric", "--config", str(config),
+            "--strategies", "single", "--concurrency", "3", "--no-cache", "-v",
+        )  # fmt: skip
+        assert proc.stderr is not None
+        head = ""
+        while head.count("conductor: [") < 3:
+            chunk = os.read(proc.stderr.fileno(), 65536).decode()
+            assert chunk, head
+            head += chunk
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+        asked = len(slow.requests)
+    finally:
+        slow.close()
+    assert proc.returncode == 130, head + rest
+    # The problems not started were dropped, not run to the end before exiting.
+    assert asked < 12, asked
+    # Only answers the strategy really gave were kept: none lost to the shutdown itself.
+    (store,) = evals_dir().glob("*.jsonl")
+    rows = [json.loads(line) for line in store.read_text(encoding="utf-8").splitlines()]
+    assert 3 <= len(rows) <= asked
+    assert all(row["correct"] for row in rows), rows

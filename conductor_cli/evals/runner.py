@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -253,26 +254,37 @@ def run_eval(
         sandbox=sandbox,
     )
 
+    stopping = threading.Event()
+
     def one(strategy: str, problem: Problem) -> None:
         result = solver.solve(strategy, problem)
+        if stopping.is_set():
+            # Ctrl-C or an error ended the run under this problem: its models may have been
+            # closed mid-way, so the result is not the strategy's; the next run computes it.
+            return
         store.add(result)
         if on_result:
             on_result(result, False)
 
+    pool: ThreadPoolExecutor | None = None
     try:
         if concurrency <= 1:
             for s, p in todo:
                 one(s, p)
         else:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                futures = [pool.submit(one, s, p) for s, p in todo]
-                wait(futures, return_when=FIRST_EXCEPTION)
-                for f in futures:
-                    if f.done() and (error := f.exception()) is not None:
-                        for other in futures:
-                            other.cancel()
-                        raise error
+            pool = ThreadPoolExecutor(max_workers=concurrency)
+            futures = [pool.submit(one, s, p) for s, p in todo]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for f in futures:
+                if f.done() and (error := f.exception()) is not None:
+                    raise error
     finally:
+        stopping.set()
+        if pool is not None:
+            # Not the pool's `with`: that waits for every queued problem, so Ctrl-C would
+            # wait for the whole eval. Problems not started are dropped; running ones end
+            # soon (their models are closed below) and store nothing.
+            pool.shutdown(wait=False, cancel_futures=True)
         litellm.close()
         models.close()
     return EvalRun(
