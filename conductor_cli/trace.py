@@ -37,6 +37,8 @@ from .events import (
 from .inputs import Attachment
 
 VERSION = 1
+# A trace in one of these states has ended; a resume sets it running again.
+ENDED = ("done", "failed", "interrupted")
 REDACTED = "[REDACTED]"
 
 
@@ -145,6 +147,10 @@ class TraceWriter:
         if isinstance(event, StepToken) or (
             isinstance(event, NestedEvent) and _innermost(event) is None
         ):
+            return
+        if self.record["status"] in ENDED:
+            # After Ctrl-C a step's thread may still report, e.g. that its model was closed
+            # under it: the trace already says where the run stopped, and resume reruns it.
             return
         self.record["events"].append(event_to_dict(event))
         if apply_event(self.record, event):

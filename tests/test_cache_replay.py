@@ -12,9 +12,18 @@ import pytest
 
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.cache import ResponseCache, request_key
-from conductor_cli.events import PlanReady, RunFinished, StepFinished
+from conductor_cli.config import load_config
+from conductor_cli.events import (
+    PlanReady,
+    RunFailed,
+    RunFinished,
+    StepFailed,
+    StepFinished,
+    StepStarted,
+)
 from conductor_cli.replay import play
-from conductor_cli.trace import load_trace, redact_text
+from conductor_cli.trace import TraceWriter, load_trace, redact_text
+from conductor_cli.workflow import parse_workflow
 
 from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 
@@ -279,3 +288,28 @@ def test_replay_live_with_a_swapped_pool(fast_config: Path, tmp_path: Path) -> N
 def test_redaction() -> None:
     assert redact_text('key "sk-abc123" here', ["sk-abc123"]) == 'key "[REDACTED]" here'
     assert redact_text('a\\"b-secret', ['a"b-secret']) == "[REDACTED]"
+
+
+def test_a_trace_takes_no_step_events_once_the_run_ended(tmp_path: Path) -> None:
+    # After Ctrl-C a step's thread may still report that its model was closed under it; the
+    # trace must keep saying "interrupted" for that step (resume reruns it).
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(FAST_CONFIG, encoding="utf-8")
+    workflow = parse_workflow(
+        'model_id = [0]\nsubtasks = ["Say hello to the user."]\naccess_list = [[]]', ["local"], 2
+    )
+    writer = TraceWriter(
+        question="Hi?",
+        attachments=(),
+        config=load_config(config_file),
+        conductor_identity="test",
+        directory=tmp_path,
+    )
+    writer(PlanReady(workflow, 0.1))
+    writer(StepStarted(0, "local", "Say hello to the user.", ()))
+    writer(RunFailed("interrupted", interrupted=True))
+    writer(StepFailed(0, "local", "llama.cpp: the model was closed (the run is ending)"))
+    record = load_trace(writer.path)
+    assert record["status"] == "interrupted"
+    assert record["steps"][0]["status"] == "interrupted"
+    assert [e["type"] for e in record["events"]][-1] == "RunFailed"
