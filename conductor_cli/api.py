@@ -255,9 +255,10 @@ def execute(
                 extra=trace_extra,
                 base=trace_base,
             )
-        emit = fan_out(on_event, writer)
-        emit(RunStarted(question))
+        # The trace first: what is on disk matters more than what is on screen.
+        emit = fan_out(writer, on_event)
         try:
+            emit(RunStarted(question))
             plan = None
             c = config.conductor
             if workflow is None:

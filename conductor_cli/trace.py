@@ -37,8 +37,6 @@ from .events import (
 from .inputs import Attachment
 
 VERSION = 1
-# A trace in one of these states has ended; a resume sets it running again.
-ENDED = ("done", "failed", "interrupted")
 REDACTED = "[REDACTED]"
 
 
@@ -94,13 +92,17 @@ class TraceWriter:
         base: dict[str, Any] | None = None,
     ) -> None:
         self.secrets = list(secrets)
+        # The file is first written for the run's first event, which the run emits inside
+        # the block that marks it interrupted on Ctrl-C: a file on disk never stays "running".
+        self.written = False
+        # Set once the run's last event is on disk; see __call__.
+        self.ended = False
         if base is not None:  # resuming: keep writing into the interrupted trace
             self.record = base
             self.path = Path(base["_path"])
             self.record.pop("_path", None)
             self.record["status"] = "running"
             self.record["error"] = None
-            self._write()
             return
         self.id = trace_id or new_trace_id()
         self.path = (directory or traces_dir()) / f"{self.id}.json"
@@ -130,12 +132,12 @@ class TraceWriter:
             "totals": {},
             **(extra or {}),
         }
-        self._write()
 
     def _write(self) -> None:
         paths.private_dir(self.path.parent)
         text = json.dumps(self.record, ensure_ascii=False, indent=1)
         atomic_write(self.path, redact_text(text, self.secrets).encode("utf-8"))
+        self.written = True
 
     def set_plan(self, plan: dict[str, Any]) -> None:
         self.record["plan"] = plan
@@ -148,13 +150,16 @@ class TraceWriter:
             isinstance(event, NestedEvent) and _innermost(event) is None
         ):
             return
-        if self.record["status"] in ENDED:
+        if self.ended:
             # After Ctrl-C a step's thread may still report, e.g. that its model was closed
             # under it: the trace already says where the run stopped, and resume reruns it.
             return
         self.record["events"].append(event_to_dict(event))
-        if apply_event(self.record, event):
+        if apply_event(self.record, event) or not self.written:
             self._write()
+        # Only once written: Ctrl-C during the write of "done" must still get "interrupted"
+        # onto the disk, or the file would say "running" for ever.
+        self.ended = isinstance(event, (RunFinished, RunFailed))
 
 
 def annotate_trace(path: Path, key: str, value: Any) -> None:

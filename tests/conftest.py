@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -121,6 +122,20 @@ def start_cli(*args: str) -> subprocess.Popen[str]:
         text=True,
         env=os.environ.copy(),
     )
+
+
+def signal_a_side_thread(proc: subprocess.Popen[str], sig: int) -> None:
+    """Send `sig` to one of the program's threads other than its main thread.
+
+    The kernel may deliver a signal sent to a process to any of its threads; this makes the
+    unlucky case certain: CPython's handler must still run in the main thread, promptly.
+    """
+    tids = sorted(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
+    side = [t for t in tids if t != proc.pid]
+    assert side, "the program has no thread besides its main thread"
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(proc.pid, side[-1], sig) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:

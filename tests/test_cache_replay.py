@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli import trace as trace_module
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.cache import ResponseCache, request_key
 from conductor_cli.config import load_config
@@ -17,6 +18,7 @@ from conductor_cli.events import (
     PlanReady,
     RunFailed,
     RunFinished,
+    RunStarted,
     StepFailed,
     StepFinished,
     StepStarted,
@@ -313,3 +315,37 @@ def test_a_trace_takes_no_step_events_once_the_run_ended(tmp_path: Path) -> None
     assert record["status"] == "interrupted"
     assert record["steps"][0]["status"] == "interrupted"
     assert [e["type"] for e in record["events"]][-1] == "RunFailed"
+
+
+def test_ctrl_c_while_done_is_written_still_ends_the_trace_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection: the write of the finished trace is interrupted (the file keeps its
+    # previous "running" state); the run's "interrupted" that follows must still be written.
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(FAST_CONFIG, encoding="utf-8")
+    writer = TraceWriter(
+        question="Hi?",
+        attachments=(),
+        config=load_config(config_file),
+        conductor_identity="test",
+        directory=tmp_path,
+    )
+    real_write = trace_module.atomic_write
+
+    def interrupted_once_at_done(path: Path, data: bytes) -> None:
+        if b'"status": "done"' in data and not interrupted_once_at_done.fired:
+            interrupted_once_at_done.fired = True
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    interrupted_once_at_done.fired = False
+    monkeypatch.setattr(trace_module, "atomic_write", interrupted_once_at_done)
+    # Nothing on disk before the run's first event: Ctrl-C before it leaves no "running" file.
+    assert not writer.path.exists()
+    writer(RunStarted("Hi?"))
+    with pytest.raises(KeyboardInterrupt):
+        writer(RunFinished("Hello."))
+    assert load_trace(writer.path)["status"] == "running"
+    writer(RunFailed("interrupted", interrupted=True))
+    assert load_trace(writer.path)["status"] == "interrupted"

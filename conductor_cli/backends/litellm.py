@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from .. import waiting
 from ..errors import ConfigError, WorkerError
 from .base import Completion, Request, TextSink
 
@@ -85,7 +86,7 @@ class LiteLLMProcess:
             if not alive:
                 return _GONE
             while True:
-                message = box.get()
+                message = waiting.get(box)
                 if "text" in message:
                     if on_text is not None:
                         on_text(message["text"])

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .. import waiting
 from ..config import ConductorSettings
 from ..errors import ModelError, WorkerError
 from ..hardware import physical_cores
@@ -55,7 +56,7 @@ class _Loaded:
         except RuntimeError:  # shut down since the check above
             raise WorkerError(CLOSED) from None
         try:
-            return future.result()
+            return waiting.result(future)
         except CancelledError:  # closed before the work started
             raise WorkerError(CLOSED) from None
 
@@ -101,7 +102,7 @@ class LlamaModels:
             if key not in self._models:
                 thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama.cpp")
                 try:
-                    llama = thread.submit(self._load, key).result()
+                    llama = waiting.result(thread.submit(self._load, key))
                 except BaseException:
                     thread.shutdown(wait=False)
                     raise

@@ -5,10 +5,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from .. import waiting
 from ..api import RunResult, conductor_pricing, execute, worker_pricing
 from ..backends.litellm import LiteLLMProcess
 from ..backends.llamacpp import LlamaModels
@@ -274,7 +275,7 @@ def run_eval(
         else:
             pool = ThreadPoolExecutor(max_workers=concurrency)
             futures = [pool.submit(one, s, p) for s, p in todo]
-            wait(futures, return_when=FIRST_EXCEPTION)
+            waiting.all_or_first_error(futures)
             for f in futures:
                 if f.done() and (error := f.exception()) is not None:
                     raise error
