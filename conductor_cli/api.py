@@ -6,6 +6,7 @@ events go to the caller's subscriber (a view) and to the trace writer.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from .catalog import Catalog, load_catalog
 from .conductor import Conductor, Plan, WorkerInfo
 from .config import CONDUCTOR_WORKER, Config, WorkerConfig
 from .engine import Engine, NestedRun, Recurse, StepResult
-from .errors import ConductorError, InputError, WorkflowError
+from .errors import ConductorError, InputError, WorkflowError, is_interrupt
 from .events import (
     PlanReady,
     PlanStarted,
@@ -305,8 +306,17 @@ def execute(
         except ConductorError as e:
             emit(RunFailed(str(e)))
             raise
-        except KeyboardInterrupt:
-            emit(RunFailed("interrupted", interrupted=True))
+        except BaseException as e:
+            # Ctrl-C (maybe wrapped by Python, see is_interrupt) or a bug: the trace must not
+            # stay "running". If even this write fails, the error that ended the run is the
+            # one to report.
+            ending = (
+                RunFailed("interrupted", interrupted=True)
+                if is_interrupt(e)
+                else RunFailed(f"internal error: {type(e).__name__}: {e}")
+            )
+            with contextlib.suppress(Exception):
+                emit(ending)
             raise
     finally:
         runtime.close()

@@ -61,3 +61,16 @@ class TraceError(ConductorError):
     """A trace file is missing, damaged, or from a newer conductor."""
 
     exit_code = EXIT_USAGE
+
+
+def is_interrupt(error: BaseException) -> bool:
+    """Ctrl-C, possibly wrapped in another error: Python turns a KeyboardInterrupt raised while
+    a class is being created (a lazy import) into RuntimeError("Error calling __set_name__")."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from conductor_cli import trace as trace_module
+from conductor_cli.api import execute
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.cache import ResponseCache, request_key
 from conductor_cli.config import load_config
+from conductor_cli.errors import is_interrupt
 from conductor_cli.events import (
     PlanReady,
     RunFailed,
@@ -349,3 +351,51 @@ def test_ctrl_c_while_done_is_written_still_ends_the_trace_on_disk(
     assert load_trace(writer.path)["status"] == "running"
     writer(RunFailed("interrupted", interrupted=True))
     assert load_trace(writer.path)["status"] == "interrupted"
+
+
+def _raise_wrapped_ctrl_c() -> None:
+    # What Python makes of Ctrl-C during a lazy import that creates a class.
+    class Interrupting:
+        def __set_name__(self, owner: type, name: str) -> None:
+            raise KeyboardInterrupt
+
+    type("Lazy", (), {"field": Interrupting()})
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "error"),
+    [
+        ("wrapped ctrl-c", "interrupted", "interrupted"),
+        ("a bug", "failed", "internal error: ValueError: a bug"),
+    ],
+)
+def test_a_run_ended_by_any_exception_never_leaves_its_trace_running(
+    tmp_path: Path, gguf_path: Path, fault: str, status: str, error: str
+) -> None:
+    # Fault injection through the event subscriber: the run ends right after its plan, by an
+    # exception other than our own errors. Found by the kill test: a trace said "running".
+    config_file = tmp_path / "config.toml"
+    config_file.write_text(FAST_CONFIG, encoding="utf-8")
+    workflow = parse_workflow(
+        'model_id = [0]\nsubtasks = ["Say hello to the user."]\naccess_list = [[]]', ["local"], 2
+    )
+
+    def failing_view(event: object) -> None:
+        if isinstance(event, PlanReady):
+            if fault == "a bug":
+                raise ValueError("a bug")
+            _raise_wrapped_ctrl_c()
+
+    with pytest.raises(BaseException) as raised:
+        execute(
+            "Hi?",
+            config=load_config(config_file),
+            workflow=workflow,
+            on_event=failing_view,
+            trace_dir=tmp_path / "traces",
+        )
+    assert is_interrupt(raised.value) == (fault == "wrapped ctrl-c")
+    (trace_file,) = (tmp_path / "traces").glob("*.json")
+    record = load_trace(trace_file)
+    assert record["status"] == status
+    assert record["error"] == error

@@ -25,6 +25,9 @@ from .conftest import FAST_CONFIG, run_cli, start_cli
 
 KILLS = 30
 CONFIG = FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 16")
+# Twelve questions: each one's first run is computed (seconds in which a signal interrupts
+# work), its later runs come from the cache (signals at start-up and exit). With six, the
+# resumed runs were too few on some seeds.
 QUESTIONS = [
     "What is the capital of Italy?",
     "Name a prime number above 10.",
@@ -32,6 +35,12 @@ QUESTIONS = [
     "How many legs does a spider have?",
     "Say hello in French.",
     "What is 7 times 6?",
+    "Which planet is the largest?",
+    "What do bees make?",
+    "Name a fruit that is yellow.",
+    "How many days are in a week?",
+    "What is frozen water called?",
+    "Which animal barks?",
 ]
 
 
@@ -98,7 +107,13 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
             tally["finished before the signal"] += 1
             answered.add(question)
             continue
-        assert record["status"] == "interrupted", (where, record["status"])
+        assert record["status"] == "interrupted", (
+            where,
+            record["status"],
+            proc.returncode,
+            err,
+            [e["type"] for e in record["events"]],
+        )
         assert proc.returncode == 130, where
         tally["interrupted, then resumed"] += 1
         resumed = run_cli("replay", "--resume", "--config", str(config), record["id"])
@@ -122,7 +137,7 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
 def test_ctrl_c_wrapped_by_python_still_counts_as_ctrl_c() -> None:
     # Found by the test above: Ctrl-C while a lazily imported module created a dataclass came
     # back as RuntimeError("Error calling __set_name__ ...") and was reported as a bug.
-    from conductor_cli.cli.common import _interrupted
+    from conductor_cli.errors import is_interrupt
 
     class Interrupting:
         def __set_name__(self, owner: type, name: str) -> None:
@@ -132,8 +147,8 @@ def test_ctrl_c_wrapped_by_python_still_counts_as_ctrl_c() -> None:
         type("Made", (), {"field": Interrupting()})
     except RuntimeError as e:
         wrapped = e
-    assert _interrupted(wrapped)
-    assert not _interrupted(RuntimeError("a real bug"))
+    assert is_interrupt(wrapped)
+    assert not is_interrupt(RuntimeError("a real bug"))
 
 
 SIGNAL_WHILE_TYPER_BUILDS = """

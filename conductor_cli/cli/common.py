@@ -12,7 +12,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
 
-from ..errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError
+from ..errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
 from .signals import during_command
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,7 +51,7 @@ def handle_errors(fn: F) -> F:
         except BrokenPipeError:
             quiet_broken_pipe()
         except Exception as e:  # a bug of ours: still one line, the traceback behind --debug
-            if _interrupted(e):
+            if is_interrupt(e):
                 _leave_interrupted()
             if _debug():
                 raise
@@ -67,19 +67,6 @@ def handle_errors(fn: F) -> F:
             _leave_interrupted()
 
     return wrapper  # type: ignore[return-value]
-
-
-def _interrupted(error: BaseException) -> bool:
-    """Ctrl-C wrapped in another error: Python turns a KeyboardInterrupt raised while a class
-    is being created (a lazy import) into RuntimeError("Error calling __set_name__ ...")."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return True
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return False
 
 
 def _leave_interrupted() -> NoReturn:
