@@ -148,12 +148,21 @@ def _check_type(value: Any, expected: type, where: str) -> Any:
     return value
 
 
+# Names people give a key written into the file; it is refused with what to do instead.
+SECRET_KEYS = frozenset({"api_key", "key", "token", "secret", "password", "api_token"})
+
+
 def _section(raw: Any, types: dict[str, type], where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table like [{where.split(': ')[-1]}].")
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in types:
+            if key in SECRET_KEYS and "api_key_env" in types:
+                raise ConfigError(
+                    f"{where}.{key}: keys never go in the config file; export the key in an "
+                    'environment variable and name it with api_key_env = "VARIABLE".'
+                )
             raise ConfigError(f"{where}.{key}: unknown key.{_did_you_mean(key, tuple(types))}")
         out[key] = _check_type(value, types[key], f"{where}.{key}")
     return out

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 class FakeOpenAIServer:
     script: list[str]
     answer: str = "fake answer"  # "{n}" becomes the request's number, counting from 1
+    answers: list[str] | None = None  # one per request, the last repeats; replaces `answer`
     delay: float = 1.0  # seconds a "slow" request takes
     requests: list[dict] = field(default_factory=list)
 
@@ -59,7 +60,8 @@ class FakeOpenAIServer:
                     )
                     self.connection.close()
                     return
-                content = "" if mode == "empty" else fake.answer.replace("{n}", str(n + 1))
+                text = fake.answers[min(n, len(fake.answers) - 1)] if fake.answers else fake.answer
+                content = "" if mode == "empty" else text.replace("{n}", str(n + 1))
                 if body.get("stream"):
                     self._stream(content, half=mode == "half")
                     return

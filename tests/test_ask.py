@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,6 +185,37 @@ def test_missing_api_key_is_named(
     )
     proc = run_cli("ask", "--config", str(config), "hi")
     assert_one_line_error(proc, 2, "CONDUCTOR_TEST_KEY is not set", "workers[0] (gpt)")
+
+    # A worker that the run does not use costs nothing, its missing key included.
+    both = tmp_path / "both.toml"
+    both.write_text(FAST_CONFIG + config.read_text(encoding="utf-8"), encoding="utf-8")
+    workflow = tmp_path / "local-only.json"
+    workflow.write_text(
+        json.dumps({"steps": [{"worker": "local", "task": "Say hello.", "sees": []}]}),
+        encoding="utf-8",
+    )
+    unused = run_cli("run", "--config", str(both), str(workflow), "hi")
+    assert unused.returncode == 0, unused.stderr
+    assert unused.stdout.strip() and unused.stderr == ""
+
+
+def test_text_that_is_not_utf8_is_refused_with_where(tmp_path: Path, gguf_path: Path) -> None:
+    latin1 = tmp_path / "notes.txt"
+    latin1.write_bytes("caf\u00e9 au lait\n".encode("latin-1"))
+    with latin1.open("rb") as stdin:  # raw bytes: run_cli's text input would re-encode them
+        piped = subprocess.run(
+            [sys.executable, "-m", "conductor_cli", "ask", "hi"],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+            timeout=120,
+        )
+    assert_one_line_error(piped, 2, "stdin: is not UTF-8 text (bad byte at offset 3)", "iconv")
+    attached = run_cli("ask", "--file", str(latin1), "hi")
+    assert_one_line_error(
+        attached, 2, f"--file {latin1}: is not UTF-8 text (bad byte at offset 3)", "iconv"
+    )
 
 
 def test_ctrl_c_stops_cleanly(gguf_path: Path) -> None:

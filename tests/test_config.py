@@ -84,6 +84,14 @@ def test_config_env_var_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ('[[workers]]\nname = "a"\n', ["workers[0].model: missing"]),
         ('[[workers]]\nname = "conductor"\nmodel = "x"\n', ["reserved"]),
         ('[[workers]]\nname = "a"\nmodel = "x"\nmax_token = 3\n', ["max_tokens"]),
+        (
+            '[[workers]]\nname = "a"\nmodel = "openai/x"\napi_key = "sk-planted-123456"\n',
+            ["workers[0].api_key: keys never go in the config file", "api_key_env"],
+        ),
+        (
+            '[conductor]\nmodel = "litellm:openai/x"\ntoken = "sk-planted-123456"\n',
+            ["conductor.token: keys never go in the config file", "api_key_env"],
+        ),
     ],
 )
 def test_errors_name_the_file_and_key(tmp_path: Path, text: str, needles: list[str]) -> None:
@@ -95,6 +103,7 @@ def test_errors_name_the_file_and_key(tmp_path: Path, text: str, needles: list[s
     assert "\n" not in message
     for needle in needles:
         assert needle in message
+    assert "sk-planted" not in message  # a key written into the file is never echoed
 
 
 def test_save_round_trips_privately(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ import dataclasses
 import hashlib
 import http.server
 import json
+import signal
 import socket
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from conductor_cli.catalog import load_catalog, resolve_gguf
 from conductor_cli.errors import ModelError
 from conductor_cli.fetch import pull
 
-from .conftest import SilentProgress, assert_one_line_error, run_cli
+from .conftest import SilentProgress, assert_one_line_error, run_cli, start_cli
 
 
 def sha256(path: Path) -> str:
@@ -39,6 +41,7 @@ class FakeHubServer:
         declared_sha: str,
         send: int | None = None,
         ranges: bool = False,
+        chunk_delay: float = 0.0,
     ) -> None:
         outer = self
         self.requests: list[str] = []
@@ -61,8 +64,11 @@ class FakeHubServer:
                 self.send_header("X-Linked-Etag", f'"{declared_sha}"')
                 self.end_headers()
                 chunk = body[: send if send is not None else len(body)]
-                outer.sent += len(chunk)
-                self.wfile.write(chunk)
+                step = 1 << 20 if chunk_delay else max(len(chunk), 1)
+                for at in range(0, len(chunk), step):  # slowly, when asked: a long download
+                    self.wfile.write(chunk[at : at + step])
+                    outer.sent += len(chunk[at : at + step])
+                    time.sleep(chunk_delay)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -232,6 +238,39 @@ def test_an_interrupted_pull_resumes_where_it_stopped(
     assert honest.sent == len(good) - len(good) // 3  # only the missing part travelled
     assert sha256(path) == default_entry.sha256
     assert list(models.glob("*.download")) == []
+
+
+def test_ctrl_c_during_a_pull_keeps_the_old_file_and_a_partial_to_resume(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    default_entry,  # type: ignore[no-untyped-def]
+    gguf_path: Path,
+) -> None:
+    good = gguf_path.read_bytes()
+    models = tmp_path / "models"
+    models.mkdir()
+    installed = models / gguf_path.name
+    installed.write_bytes(good)
+    monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(models))
+    slow = FakeHubServer(good, declared_sha=default_entry.sha256, chunk_delay=0.05)
+    try:
+        monkeypatch.setenv("HF_ENDPOINT", slow.url)
+        proc = start_cli("models", "pull", "--force", default_entry.name)
+        deadline = time.monotonic() + 60
+        while slow.sent < 3 << 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        slow.close()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "conductor: interrupted"
+    # The installed model is untouched; what came so far waits, hidden, for the next pull.
+    assert installed.read_bytes() == good
+    partials = list(models.glob(".*.download"))
+    assert len(partials) == 1 and 0 < partials[0].stat().st_size < len(good)
+    assert sorted(p.name for p in models.iterdir()) == sorted([installed.name, partials[0].name])
 
 
 def test_first_use_fetches_the_default_model(

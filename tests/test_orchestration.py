@@ -359,3 +359,52 @@ def test_a_served_conductor_that_writes_no_workflow_falls_back_to_one_step(
     record = load_trace(result.trace_path)
     assert record["plan"]["fallback"] is True and record["plan"]["attempts"] == 2
     assert "one step for thorough" in record["plan"]["repairs"][0]
+
+
+@pytest.mark.parametrize("case", ["repaired", "retried"])
+def test_a_served_conductors_workflow_is_repaired_or_retried(
+    fakes: list[FakeOpenAIServer], tmp_path: Path, case: str
+) -> None:
+    from conductor_cli.api import ask
+
+    fixable = (
+        "Sure! Here is the workflow:\n```json\n"
+        '{"steps": [{"worker": " Brief ", "task": "Add the numbers.", "sees": [0]},'
+        ' {"worker": "thorough", "task": "Check the sum.", "sees": [0, 0, 1]}]}\n```'
+    )
+    valid = (
+        '{"steps": [{"worker": "brief", "task": "Add the numbers.", "sees": []},'
+        ' {"worker": "thorough", "task": "Check the sum.", "sees": [0]}]}'
+    )
+    answers = [fixable] if case == "repaired" else ["Let me think about the weather.", valid]
+    conductor = fake(fakes, "ok", answers=answers)
+    workers = fake(fakes, "ok", answer="4")
+    cfg = config_from_dict(
+        {
+            "conductor": {"model": "litellm:openai/fake", "api_base": conductor.api_base},
+            "workers": [worker("brief", workers.api_base), worker("thorough", workers.api_base)],
+        }
+    )
+    result = ask("What is 2 + 2?", config=cfg, trace_dir=tmp_path, cache_mode="off")
+    assert result.plan is not None and not result.plan.fallback
+    assert [(s.worker, s.task, s.sees) for s in result.workflow.steps] == [
+        ("brief", "Add the numbers.", ()),
+        ("thorough", "Check the sum.", (0,)),
+    ]
+    record = load_trace(result.trace_path)
+    assert record["plan"]["fallback"] is False
+    if case == "repaired":
+        # Clear intent: fixed in place, no second request, each repair in the trace.
+        assert len(conductor.requests) == 1 and record["plan"]["attempts"] == 1
+        repairs = " | ".join(record["plan"]["repairs"])
+        assert "cut the JSON workflow out of surrounding text" in repairs
+        assert "read as 'brief'" in repairs
+        assert "step 0: dropped references to steps [0]" in repairs  # itself
+        assert "step 1: dropped references to steps [1]" in repairs  # itself; duplicate merged
+    else:
+        # No workflow at all: one retry that shows the conductor its error, which it fixes.
+        assert len(conductor.requests) == 2 and record["plan"]["attempts"] == 2
+        assert (
+            "That workflow is invalid" in conductor.requests[1]["body"]["messages"][-1]["content"]
+        )
+    assert record["status"] == "done" and record["answer"] == "4"

@@ -3,6 +3,7 @@ is searched for in every file conductor wrote and everything it printed."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -44,7 +45,16 @@ def test_a_planted_key_is_used_but_never_written_or_printed(
         os.environ["CONDUCTOR_TEST_PLANTED_KEY"] = PLANTED
         try:
             outputs = [
-                run_cli("run", "--config", str(config), "--json", str(workflow), "Hi?"),
+                # Piped text is data as well: a script on stdin reaches the workers, unrun.
+                run_cli(
+                    "run",
+                    "--config",
+                    str(config),
+                    "--json",
+                    str(workflow),
+                    "Hi?",
+                    input=f"#!/bin/sh\ntouch {marker}-stdin\n$(touch {marker}-stdin-sub)\n",
+                ),
                 run_cli("run", "--config", str(config), "-v", str(workflow), "Hi?"),
                 run_cli("ask", "--config", str(config), "--json", "Say hi."),
                 run_cli("traces", "list", "--json"),
@@ -66,6 +76,7 @@ def test_a_planted_key_is_used_but_never_written_or_printed(
     assert any("responses" in p.parts for p in written)  # and cache entries
     assert not list(tmp_path.glob("executed*"))
     assert "$(touch" in outputs[0].stdout  # the payload was printed as text, not run
+    assert f"touch {marker}-stdin" in json.dumps(server.requests[0])  # the worker saw stdin
     needle = PLANTED.encode()
     for path in written:
         assert needle not in path.read_bytes(), path
