@@ -117,3 +117,61 @@ def test_ctrl_c_with_concurrency_stops_at_once_and_stores_only_real_results(
     rows = [json.loads(line) for line in store.read_text(encoding="utf-8").splitlines()]
     assert 3 <= len(rows) <= asked
     assert all(row["correct"] for row in rows), rows
+
+
+def test_router_per_category_moa_layers_and_sampling_from_the_command_line(
+    tmp_path: Path,
+) -> None:
+    # Worker `times` knows products (answer 42), worker `days` knows the week (answer 7).
+    times = FakeOpenAIServer(["ok"], answer="Answer: 42")
+    days = FakeOpenAIServer(["ok"], answer="Answer: 7")
+    try:
+        config = tmp_path / "config.toml"
+        config.write_text(
+            f"[[workers]]\nname = 'times'\nmodel = 'openai/fake'\napi_base = '{times.api_base}'\n"
+            f"[[workers]]\nname = 'days'\nmodel = 'openai/fake'\napi_base = '{days.api_base}'\n",
+            encoding="utf-8",
+        )
+        rows = []
+        for i in range(8):
+            rows.append({"question": f"What is 6 times 7? ({i})", "answer": 42, "category": "x"})
+            rows.append({"question": f"Days in a week? ({i})", "answer": 7, "category": "d"})
+        data = tmp_path / "qa.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+        def evaluate(*extra: str) -> dict:
+            out = tmp_path / "r.json"
+            proc = run_cli(
+                "eval", "qa", str(data), "--scorer", "numeric", "--config", str(config),
+                "--json-out", str(out), *extra,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            return {s["strategy"]: s for s in json.loads(out.read_text())["strategies"]}
+
+        table = evaluate(
+            "--strategies", "single,moa,router,oracle", "--moa-layers", "2", "--aggregator", "days",
+            "--no-cache",
+        )  # fmt: skip
+        asked = len(times.requests) + len(days.requests)
+        by_worker = (len(times.requests), len(days.requests))
+        sampled = evaluate("--strategies", "single", "--sample", "6", "--seed", "1", "--restart")
+        asked_sampled = len(times.requests) + len(days.requests) - asked
+        evaluate("--strategies", "single", "--sample", "6", "--seed", "1")  # same sample: stored
+        asked_again = len(times.requests) + len(days.requests) - asked - asked_sampled
+    finally:
+        times.close()
+        days.close()
+    assert table["single:times"]["accuracy"] == 0.5 == table["single:days"]["accuracy"]
+    # The lookup table, learned per category on the other half, picks the right worker each time.
+    # It pays for the one call it routes to.
+    assert table["router"]["accuracy"] == 1.0 and table["router"]["model_calls"] == 16
+    assert table["oracle"]["accuracy"] == 1.0
+    # Two layers of both workers, then the aggregator: 5 calls a problem; the answer is the
+    # aggregator's.
+    assert table["moa"]["model_calls"] == 5 * 16
+    # single: 16 calls each; moa: 2 layers each, and `days` aggregates (the default would be
+    # the first worker, `times`).
+    assert by_worker == (16 + 2 * 16, 16 + 3 * 16)
+    # --sample 6 --seed 1: six problems, the same six the second time (nothing recomputed).
+    assert {s["n"] for s in sampled.values()} == {6}
+    assert asked_sampled == 12 and asked_again == 0
