@@ -4,6 +4,7 @@ save never reaches the file."""
 from __future__ import annotations
 
 import os
+import stat
 import sys
 import tomllib
 from pathlib import Path
@@ -55,6 +56,7 @@ def test_set_then_get_round_trips_and_keeps_every_other_key(cfg: Path) -> None:
         assert proc.returncode == 0, proc.stderr
         assert run_cli("config", "get", key).stdout.strip() == value
     after = tomllib.loads(cfg.read_text())
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600  # rewritten private, as every config
     expected = before
     expected["conductor"]["max_steps"] = 3
     expected["workers"][0]["description"] = "fast, free, weak; short answers"

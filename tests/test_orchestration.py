@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -264,6 +265,7 @@ def test_workers_add_remove_round_trip(tmp_path: Path, fakes: list[FakeOpenAISer
         "max_tokens": 99,
     }
     assert raw["workers"][1]["fallback"] == "local"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600  # rewritten private
     listed = json.loads(run_cli("workers", "list", "--config", str(path), "--json").stdout)
     assert [w["name"] for w in listed] == ["local", "remote"]
     tested = run_cli("workers", "test", "--config", str(path), "--json", "remote")
