@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import waiting
 from .backends.base import Completion, Request
 from .config import CONDUCTOR_WORKER
 from .errors import BudgetError, ConductorError, ConfigError, WorkerError, WorkflowError
@@ -213,10 +214,7 @@ class Engine:
                     threading.Thread(target=work, args=(i,), daemon=True).start()
             if not running:
                 break
-            try:
-                i, outcome = finished.get(timeout=0.2)
-            except queue.Empty:
-                continue
+            i, outcome = waiting.get(finished)
             running.discard(i)
             if isinstance(outcome, StepResult):
                 results[i] = outcome

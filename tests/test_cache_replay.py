@@ -294,21 +294,26 @@ def test_redaction() -> None:
     assert redact_text('a\\"b-secret', ['a"b-secret']) == "[REDACTED]"
 
 
-def test_a_trace_takes_no_step_events_once_the_run_ended(tmp_path: Path) -> None:
-    # After Ctrl-C a step's thread may still report that its model was closed under it; the
-    # trace must keep saying "interrupted" for that step (resume reruns it).
+def _trace_writer(tmp_path: Path) -> TraceWriter:
+    """A writer for a run of FAST_CONFIG, its trace under tmp_path; the test feeds the events."""
     config_file = tmp_path / "config.toml"
     config_file.write_text(FAST_CONFIG, encoding="utf-8")
-    workflow = parse_workflow(
-        'model_id = [0]\nsubtasks = ["Say hello to the user."]\naccess_list = [[]]', ["local"], 2
-    )
-    writer = TraceWriter(
+    return TraceWriter(
         question="Hi?",
         attachments=(),
         config=load_config(config_file),
         conductor_identity="test",
         directory=tmp_path,
     )
+
+
+def test_a_trace_takes_no_step_events_once_the_run_ended(tmp_path: Path) -> None:
+    # After Ctrl-C a step's thread may still report that its model was closed under it; the
+    # trace must keep saying "interrupted" for that step (resume reruns it).
+    workflow = parse_workflow(
+        'model_id = [0]\nsubtasks = ["Say hello to the user."]\naccess_list = [[]]', ["local"], 2
+    )
+    writer = _trace_writer(tmp_path)
     writer(PlanReady(workflow, 0.1))
     writer(StepStarted(0, "local", "Say hello to the user.", ()))
     writer(RunFailed("interrupted", interrupted=True))
@@ -324,15 +329,7 @@ def test_ctrl_c_while_done_is_written_still_ends_the_trace_on_disk(
 ) -> None:
     # Fault injection: the write of the finished trace is interrupted (the file keeps its
     # previous "running" state); the run's "interrupted" that follows must still be written.
-    config_file = tmp_path / "config.toml"
-    config_file.write_text(FAST_CONFIG, encoding="utf-8")
-    writer = TraceWriter(
-        question="Hi?",
-        attachments=(),
-        config=load_config(config_file),
-        conductor_identity="test",
-        directory=tmp_path,
-    )
+    writer = _trace_writer(tmp_path)
     real_write = trace_module.atomic_write
 
     def interrupted_once_at_done(path: Path, data: bytes) -> None:
