@@ -18,6 +18,7 @@ BENCHES = [
     ["engine_overhead.py", "--runs", "50"],
     ["parallel.py"],
     ["model_thread.py", "--runs", "5"],
+    ["repack.py", "--runs", "5"],
     ["ask_rerun.py", "--runs", "3"],
     ["litellm_overlap.py", "--runs", "3"],
 ]

@@ -38,7 +38,7 @@ def start_server(model: str) -> tuple[subprocess.Popen[bytes], str]:
         [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "conductor_cli.backends.llama_server",  # llama_cpp.server, crash-checked
             "--model",
             model,
             "--model_alias",

@@ -63,6 +63,37 @@ def _llama_cpp() -> list[Check]:
     ]
 
 
+def _repacking() -> list[Check]:
+    """What the one-time repack check decided (see backends/repack_check.py); runs nothing."""
+    from .backends import repack_check
+
+    verdict = repack_check.load_verdict()
+    if verdict is None:
+        row = Check("weight repacking", "ok", "not checked yet; the first model load checks it")
+    else:
+        row = Check(
+            "weight repacking",
+            "ok" if verdict.repack else "warn",
+            f"{verdict.describe()} (checked {verdict.checked_at}; key {verdict.key[:12]}…)",
+        )
+    rows = [row]
+    log = repack_check.crash_log()
+    try:
+        crashed = "Fatal Python error" in log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        crashed = False
+    if crashed:
+        rows.append(
+            Check(
+                "native crashes",
+                "warn",
+                f"llama.cpp crashed here before; the stacks are in {log} "
+                "(attach it to a bug report)",
+            )
+        )
+    return rows
+
+
 def _models() -> list[Check]:
     from .catalog import file_sha256, load_catalog
 
@@ -174,6 +205,7 @@ def run_checks(config_file: Path | None = None, *, timeout_s: float = 3.0) -> li
         Check("conductor", "ok", __version__),
         _python(),
         *_llama_cpp(),
+        *_repacking(),
         *_models(),
         *_workers(config_file, timeout_s),
         _writable("cache dir", paths.cache_dir()),

@@ -30,7 +30,7 @@ def server(gguf_path: Path) -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "llama_cpp.server",
+            "conductor_cli.backends.llama_server",  # llama_cpp.server, crash-checked
             "--model",
             str(gguf_path),
             "--model_alias",

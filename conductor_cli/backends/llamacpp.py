@@ -13,6 +13,8 @@ an engine thread generated at 29 tokens/s instead of 80. One thread per model, o
 from __future__ import annotations
 
 import ctypes
+import faulthandler
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
@@ -24,6 +26,7 @@ from .. import waiting
 from ..config import ConductorSettings
 from ..errors import ModelError, WorkerError
 from ..hardware import physical_cores
+from . import repack_check
 from .base import Completion, Request, TextSink
 from .prefix_state import PrefixStateStore, state_key
 
@@ -36,6 +39,10 @@ _GGML_TYPES = {"f16": 1, "q4_0": 2, "q8_0": 8}
 MIN_PREFIX_TOKENS = 64
 
 CLOSED = "llama.cpp: the model was closed (the run is ending)"
+
+
+def stderr_note(message: str) -> None:
+    sys.stderr.write(f"conductor: note: {message}\n")
 
 
 @dataclass
@@ -71,8 +78,10 @@ class LlamaModels:
         n_threads: int = 0,
         state_store: PrefixStateStore | None = None,
         kv_cache_type: str = "q8_0",
+        note: Callable[[str], None] = stderr_note,
     ) -> None:
         self.n_ctx = n_ctx
+        self.note = note
         self.kv_cache_type = kv_cache_type
         self.n_gpu_layers = n_gpu_layers
         self.n_threads = n_threads or physical_cores()
@@ -110,23 +119,27 @@ class LlamaModels:
             return self._models[key]
 
     def _load(self, path: Path) -> Any:
+        _log_native_crashes()
+        # Before llama.cpp touches the model in this process: a crash here would be silent.
+        verdict = repack_check.ensure(path, self.note)
         from llama_cpp import Llama
 
         kv_type = _GGML_TYPES[self.kv_cache_type]
         try:
-            # Defaults are wrong for us (verbose, n_ctx=512, CPU only, random seed): set them all.
-            return Llama(
-                model_path=str(path),
-                n_ctx=self.n_ctx,
-                n_gpu_layers=self.n_gpu_layers,
-                n_threads=self.n_threads,
-                seed=0,
-                verbose=False,
-                # A quantized V cache needs flash attention in llama.cpp.
-                flash_attn=self.kv_cache_type != "f16",
-                type_k=kv_type,
-                type_v=kv_type,
-            )
+            with repack_check.repacking(verdict.repack):
+                # Defaults are wrong for us (verbose, n_ctx=512, CPU only, random seed).
+                return Llama(
+                    model_path=str(path),
+                    n_ctx=self.n_ctx,
+                    n_gpu_layers=self.n_gpu_layers,
+                    n_threads=self.n_threads,
+                    seed=0,
+                    verbose=False,
+                    # A quantized V cache needs flash attention in llama.cpp.
+                    flash_attn=self.kv_cache_type != "f16",
+                    type_k=kv_type,
+                    type_v=kv_type,
+                )
         except (ValueError, RuntimeError, OSError) as e:
             raise ModelError(
                 f"llama.cpp could not load {path} ({e}): the file is truncated or not a model "
@@ -148,6 +161,23 @@ class LlamaModels:
                         loaded.lock.release()
                 loaded.thread.shutdown(wait=False, cancel_futures=True)
             self._models.clear()
+
+
+def _log_native_crashes() -> None:
+    """A crash inside llama.cpp leaves its Python stack in the state dir's crash log.
+
+    Only where nobody enabled faulthandler already (pytest does, and a Python user may).
+    """
+    if faulthandler.is_enabled():
+        return
+    log = repack_check.crash_log()
+    try:
+        from .. import paths
+
+        paths.private_dir(log.parent)
+        faulthandler.enable(file=open(log, "a", encoding="utf-8"))  # noqa: SIM115 (kept open)
+    except OSError:
+        pass
 
 
 class LlamaCppBackend:
