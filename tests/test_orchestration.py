@@ -326,7 +326,7 @@ def test_a_dead_litellm_helper_fails_the_step_cleanly(fakes: list[FakeOpenAIServ
     assert process._proc is not None
     process._proc.kill()  # fault injection: the helper dies between two calls
     process._proc.wait()
-    with pytest.raises(WorkerError, match="litellm helper process exited") as info:
+    with pytest.raises(WorkerError, match="litellm helper process died of SIGKILL") as info:
         backend.complete(request)
     assert not info.value.retryable
     process.close()

@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -22,7 +23,20 @@ from .. import waiting
 from ..errors import ConfigError, WorkerError
 from .base import Completion, Request, TextSink
 
-_GONE = {"error": {"message": "the litellm helper process exited", "retryable": False}}
+
+def _gone(returncode: int | None) -> dict[str, Any]:
+    """The reply for calls the helper will never answer: what ended it, and what to do."""
+    if returncode is not None and returncode < 0:
+        try:
+            how = f"died of {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"died of signal {-returncode}"
+    elif returncode:
+        how = f"exited with status {returncode}"
+    else:
+        how = "exited"
+    message = f"the litellm helper process {how}; run the command again (`conductor doctor`)"
+    return {"error": {"message": message, "retryable": False}}
 
 
 @dataclass
@@ -34,7 +48,7 @@ class LiteLLMProcess:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _rates: dict[str, list[float] | None] = field(default_factory=dict)
-    _gone: bool = False
+    _ended: dict[str, Any] | None = None  # the reply for every call once the helper is gone
 
     def start(self) -> None:
         with self._lock:
@@ -50,9 +64,11 @@ class LiteLLMProcess:
                 env=env,
             )
             assert self._proc.stdout is not None
-            threading.Thread(target=self._read, args=(self._proc.stdout,), daemon=True).start()
+            threading.Thread(
+                target=self._read, args=(self._proc, self._proc.stdout), daemon=True
+            ).start()
 
-    def _read(self, out: IO[bytes]) -> None:
+    def _read(self, proc: subprocess.Popen[bytes], out: IO[bytes]) -> None:
         for line in out:
             try:
                 message = json.loads(line)
@@ -61,10 +77,14 @@ class LiteLLMProcess:
             box = self._pending.get(message.get("id"))  # None: ready / import failure
             if box is not None:
                 box.put(message)
+        try:
+            returncode: int | None = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            returncode = None
         with self._lock:  # the child is gone: fail whatever still waits, and what comes later
-            self._gone = True
+            self._ended = _gone(returncode)
             for box in self._pending.values():
-                box.put(_GONE)
+                box.put(self._ended)
 
     def request(self, payload: dict[str, Any], on_text: TextSink | None = None) -> dict[str, Any]:
         """Send one request and wait for its final reply, passing streamed text to on_text."""
@@ -75,16 +95,16 @@ class LiteLLMProcess:
             self._pending[rid] = box
             proc = self._proc
             assert proc is not None and proc.stdin is not None
-            alive = not self._gone
-            if alive:
+            ended = self._ended
+            if ended is None:
                 try:
                     proc.stdin.write((json.dumps({**payload, "id": rid}) + "\n").encode())
                     proc.stdin.flush()
                 except OSError:
-                    alive = False
+                    ended = _gone(proc.poll())
         try:
-            if not alive:
-                return _GONE
+            if ended is not None:
+                return ended
             while True:
                 message = waiting.get(box)
                 if "text" in message:
