@@ -11,16 +11,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .backends.base import Backend
 from .backends.litellm import LiteLLMProcess
-from .backends.llamacpp import LlamaModels
+from .backends.llamacpp import LlamaCppBackend, LlamaModels
 from .backends.prefix_state import PrefixStateStore
 from .budget import Budget, Pricing
 from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 from .catalog import Catalog, load_catalog
-from .conductor import Conductor, Plan, WorkerInfo
+from .conductor import Conductor, Plan, ShapeChooser, WorkerInfo
 from .config import CONDUCTOR_WORKER, Config, WorkerConfig
 from .engine import Engine, NestedRun, Recurse, StepResult
 from .errors import ConductorError, InputError, WorkflowError, is_interrupt
@@ -138,6 +138,7 @@ class Runtime:
         # (eval) passes one in, so litellm's seconds-long import is paid once.
         self._own_litellm = litellm is None
         self.litellm = litellm or LiteLLMProcess()
+        self._chooser: ShapeChooser | None = None
 
     def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
         return CachedBackend(
@@ -171,12 +172,31 @@ class Runtime:
     def _pricing(self, wc: WorkerConfig) -> Pricing:
         return worker_pricing(wc, self.litellm.rates)
 
+    def chooser(self) -> ShapeChooser | None:
+        """The trained part of a trained conductor (conductor.model names one), else None."""
+        if self._chooser is None:
+            from .train.registry import find
+
+            trained = find(self.config.conductor.model)
+            if trained is None:
+                return None
+            from .train.chooser import HeadChooser
+
+            base = conductor_backend(self.config, self.catalog, self.models, self.litellm)
+            assert isinstance(base, LlamaCppBackend)
+            self._chooser = HeadChooser.load(
+                trained, base.path, [w.name for w in self.config.workers], self.config.conductor
+            )
+        return self._chooser
+
     def conductor(self) -> Backend:
         pricing = conductor_pricing(self.config, self.litellm.rates)
         backend = conductor_backend(self.config, self.catalog, self.models, self.litellm)
         return self._wrap(backend, "conductor", pricing)
 
     def close(self) -> None:
+        if self._chooser is not None:
+            self._chooser.close()
         if self._own_litellm:
             self.litellm.close()
         if self._own_models:
@@ -268,8 +288,9 @@ def execute(
                     config,
                     question,
                     attachments,
-                    _worker_infos(pool, 0, c.max_depth),
+                    worker_infos(pool.workers, 0, c.max_depth),
                     emit,
+                    runtime.chooser(),
                 )
                 workflow = plan.workflow
                 if writer is not None:
@@ -337,8 +358,16 @@ def _lazy(make: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-def _worker_infos(pool: Pool, depth: int, max_depth: int) -> list[WorkerInfo]:
-    infos = [WorkerInfo(w.name, w.description) for w in pool.workers]
+class _Described(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+def worker_infos(workers: Sequence[_Described], depth: int, max_depth: int) -> list[WorkerInfo]:
+    """The pool as the conductor's planning prompt lists it (training uses the same)."""
+    infos = [WorkerInfo(w.name, w.description) for w in workers]
     left = max_depth - depth
     if left > 0:
         times = "once more" if left == 1 else f"{left} more levels deep"
@@ -359,10 +388,11 @@ def _plan(
     attachments: Sequence[Attachment],
     infos: Sequence[WorkerInfo],
     emit: Subscriber,
+    chooser: ShapeChooser | None = None,
 ) -> Plan:
     c = config.conductor
     emit(PlanStarted(backend.identity))
-    plan = Conductor(backend, temperature=c.temperature, seed=c.seed).plan(
+    plan = Conductor(backend, temperature=c.temperature, seed=c.seed, chooser=chooser).plan(
         question, infos, attachments, c.max_steps
     )
     emit(
@@ -404,7 +434,7 @@ def _recursion(
             config,
             sub_question,
             sub_attachments,
-            _worker_infos(pool, depth + 1, max_depth),
+            worker_infos(pool.workers, depth + 1, max_depth),
             emit,
         )
         sub_seed = seed + 1000 * (index + 1)

@@ -12,6 +12,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from .backends.base import Backend, Completion, Request
 from .errors import WorkflowError
@@ -128,11 +129,28 @@ def one_step_fallback(pool: Sequence[WorkerInfo], error: WorkflowError) -> Workf
     )
 
 
+class ShapeChooser(Protocol):
+    """A trained part that decides the workflow's shape (workers, what each step sees) from the
+    planning prompt; the conductor then writes only the tasks (see train/chooser.py)."""
+
+    def grammar(self, messages: tuple[dict[str, str], ...]) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class Conductor:
-    def __init__(self, backend: Backend, *, temperature: float, seed: int) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        temperature: float,
+        seed: int,
+        chooser: ShapeChooser | None = None,
+    ) -> None:
         self.backend = backend
         self.temperature = temperature
         self.seed = seed
+        self.chooser = chooser
 
     def plan(
         self,
@@ -145,7 +163,10 @@ class Conductor:
         messages = plan_messages(question, pool, attachments, max_steps)
         start = time.monotonic()
         if self.backend.supports_grammar:
-            grammar = gbnf_grammar(names, max_steps)
+            if self.chooser is not None:
+                grammar = self.chooser.grammar(messages)
+            else:
+                grammar = gbnf_grammar(names, max_steps)
             done = self._call(messages, max_plan_tokens(max_steps), grammar)
             try:
                 workflow = parse_workflow(done.text, names, max_steps)

@@ -151,6 +151,7 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     except ConductorError as e:
         return [Check("config", "fail", str(e))]
     rows = [Check("config", "ok", str(config.source or "embedded default (no config file)"))]
+    rows.extend(_trained_conductor(config))
     for w in config.workers:
         what = f"worker {w.name}"
         if w.model.startswith(GGUF_PREFIX):
@@ -172,6 +173,28 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
             Check(what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it)")
         )
     return rows
+
+
+def _trained_conductor(config: Any) -> list[Check]:
+    """A trained conductor learned one pool: warn when the configured pool is another."""
+    from .train.registry import find, pool_fingerprint
+
+    try:
+        trained = find(config.conductor.model)
+    except ConductorError as e:
+        return [Check("conductor model", "fail", str(e))]
+    if trained is None:
+        return []
+    if trained.record.get("pool_fingerprint") != pool_fingerprint(config.workers):
+        return [
+            Check(
+                "conductor model",
+                "warn",
+                f"{trained.name} was trained for the pool {', '.join(trained.pool)}; the "
+                "configured pool differs (workers, models or descriptions): train it again",
+            )
+        ]
+    return [Check("conductor model", "ok", f"{trained.name}, trained for this pool")]
 
 
 def _gguf_worker(what: str, model: str) -> Check:

@@ -127,5 +127,10 @@ def conductor_backend(
             process=litellm,
         )
     spec = c.model.removeprefix(GGUF_PREFIX)
+    from .train.registry import find
+
+    trained = find(spec)
+    if trained is not None:  # a conductor trained by `conductor train`: its base GGUF
+        spec = trained.base_model.removeprefix(GGUF_PREFIX)
     resolved = resolve_gguf(spec, catalog, _where(config, "conductor.model"))
     return LlamaCppBackend(models, resolved.path, resolved.sha256())

@@ -82,12 +82,7 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
         nested = f'( ", " step{k} {nested} )?'
     rules.append(f'root ::= "{{\\"steps\\": [" step0 {nested} "]}}"')
     rules.append("worker ::= " + " | ".join(_lit(json.dumps(w)) for w in workers))
-    rules.append(
-        f'task ::= "\\"" word ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""'
-    )
-    # Not a quote, backslash, control character or any space Python's str.split() splits on
-    # (a no-break space inside a "word" made a 24-word task count 25).
-    rules.append(f'word ::= [^"\\\\{_SPACES}]{{1,{WORD_MAX_CHARS}}}')
+    rules.extend(task_rules())
     for k in range(max_steps):
         rules.append(
             f'step{k} ::= "{{\\"worker\\": " worker ", \\"task\\": " task '
@@ -103,6 +98,16 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
             more = f' ( ", " ( {later} ) )?' if later else ""
             rules.append(f'i{k}-{j} ::= "{j}"{more}')
     return "\n".join(rules) + "\n"
+
+
+def task_rules() -> list[str]:
+    """The grammar rules `task` and `word`: a bounded run of words between quotes."""
+    return [
+        f'task ::= "\\"" word ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""',
+        # Not a quote, backslash, control character or any space Python's str.split() splits
+        # on (a no-break space inside a "word" made a 24-word task count 25).
+        f'word ::= [^"\\\\{_SPACES}]{{1,{WORD_MAX_CHARS}}}',
+    ]
 
 
 def max_plan_tokens(max_steps: int) -> int:

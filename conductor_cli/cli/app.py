@@ -11,7 +11,17 @@ import typer
 
 from .. import __version__
 from . import ask as ask_cmd
-from . import cache_cmd, config_cmd, doctor_cmd, eval_cmd, models, signals, traces, workers
+from . import (
+    cache_cmd,
+    config_cmd,
+    doctor_cmd,
+    eval_cmd,
+    models,
+    signals,
+    traces,
+    train_cmd,
+    workers,
+)
 from .common import ConfigOption, quiet_broken_pipe
 from .complete import COMPLETE_VAR
 
@@ -52,6 +62,7 @@ app.command("run")(ask_cmd.run)
 app.command("replay")(traces.replay)
 app.command("doctor")(doctor_cmd.doctor)
 app.command("eval")(eval_cmd.eval_cmd)
+app.command("train")(train_cmd.train_cmd)
 app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
 app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")

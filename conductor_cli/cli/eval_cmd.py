@@ -11,7 +11,7 @@ import typer
 from .ask import Verbose
 from .common import ConfigOption, config_path, handle_errors
 
-DATASETS = ("humaneval", "mcq", "qa")
+DATASETS = ("humaneval", "mcq", "qa")  # evals.datasets.DATASETS, without importing it
 
 
 @handle_errors
@@ -98,15 +98,13 @@ def eval_cmd(
     from ..config import config_to_dict, load_config
     from ..errors import InputError
     from ..evals import report
-    from ..evals.datasets import fingerprint, load_humaneval, load_mcq, load_qa, select
+    from ..evals.datasets import fingerprint, load_dataset, select
     from ..evals.runner import run_eval
     from ..evals.store import ResultStore
     from ..evals.strategies import Settings, base_strategies, parse_strategies
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
-    if dataset != "humaneval" and file is None:
-        raise InputError(f"`conductor eval {dataset}` needs a JSONL file: eval {dataset} FILE")
     cfg = load_config(config_path(ctx, config))
     names = [w.name for w in cfg.workers]
     if aggregator is not None and aggregator not in names:
@@ -114,12 +112,7 @@ def eval_cmd(
             f"--aggregator {aggregator}: no such worker in the pool ({', '.join(names)})"
         )
     chosen = parse_strategies(strategies, cfg)
-    if dataset == "humaneval":
-        problems = load_humaneval(file)
-    elif dataset == "mcq":
-        problems = load_mcq(file)  # type: ignore[arg-type]
-    else:
-        problems = load_qa(file, scorer)  # type: ignore[arg-type]
+    problems = load_dataset(dataset, file, scorer)
     picked = select(problems, limit=limit, sample=sample, seed=seed)
     settings = Settings(vote_n=vote_n, moa_layers=moa_layers, aggregator=aggregator, seed=seed)
     raw = config_to_dict(cfg)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -30,8 +30,10 @@ def _human(size: int | None) -> str:
 def list_models(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """List the catalog's models, which are downloaded, and their sizes."""
+    """List the catalog's models, which are downloaded, and their sizes, and the conductors
+    trained with `conductor train`."""
     from ..catalog import load_catalog
+    from ..train.registry import list_trained
 
     catalog = load_catalog()
     rows = []
@@ -49,8 +51,9 @@ def list_models(
                 "description": entry.description,
             }
         )
+    trained = [_trained_row(t) for t in list_trained()]
     if as_json:
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(json.dumps(rows + trained, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -68,11 +71,29 @@ def list_models(
             "yes" if r["downloaded"] else "no",
             r["description"],
         )
+    for t in trained:
+        table.add_row(t["name"], "trained", t["method"], "", "yes", t["description"])
     console = Console()
     console.print(table)
     from .. import paths
 
     console.print(f"models live in {paths.models_dir()}", highlight=False, soft_wrap=True)
+
+
+def _trained_row(trained: Any) -> dict[str, Any]:
+    record = trained.record
+    after = [e for e in record.get("evaluations", []) if e.get("when") == "after"]
+    score = f"held-out accuracy {after[0]['accuracy']:.2f}" if after else "not evaluated"
+    return {
+        "name": trained.name,
+        "trained": True,
+        "method": trained.method,
+        "base_model": trained.base_model,
+        "pool": trained.pool,
+        "path": str(trained.directory),
+        "description": f"trained on {trained.base_model} for pool {', '.join(trained.pool)}; "
+        + score,
+    }
 
 
 @app.command("pull")
@@ -122,10 +143,23 @@ def info(
     ],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Show a GGUF file's metadata: architecture, parameters, quantization, context length."""
+    """Show a GGUF file's metadata (architecture, parameters, quantization, context length),
+    or a trained conductor's training record."""
     from ..catalog import load_catalog
     from ..errors import ModelError
     from ..gguf import read_gguf
+    from ..train.registry import find
+
+    trained = find(model)
+    if trained is not None:
+        if as_json:
+            typer.echo(json.dumps(trained.record, indent=2))
+            return
+        from .train_cmd import summary
+
+        typer.echo(summary(trained.record))
+        typer.echo(f"  files: {trained.directory}")
+        return
 
     path = Path(model).expanduser()
     if not (path.suffix == ".gguf" or path.exists()):

@@ -171,6 +171,22 @@ def load_qa(path: Path, scorer: str) -> list[Problem]:
     return _unique(problems, name)
 
 
+DATASETS = ("humaneval", "mcq", "qa")
+
+
+def load_dataset(kind: str, file: Path | None, scorer: str = "exact") -> list[Problem]:
+    """The problems of a dataset kind (`conductor eval` and `conductor train` take the same)."""
+    if kind not in DATASETS:
+        raise InputError(f"unknown dataset {kind!r}; use one of {', '.join(DATASETS)}")
+    if kind == "humaneval":
+        return load_humaneval(file)
+    if file is None:
+        raise InputError(f"the {kind} dataset needs a JSONL file, e.g. `{kind} FILE`")
+    if kind == "mcq":
+        return load_mcq(file)
+    return load_qa(file, scorer)
+
+
 def select(
     problems: Sequence[Problem],
     *,

@@ -1,0 +1,56 @@
+"""A trained head at planning time: the planning prompt's hidden state picks the shape, and the
+conductor writes the tasks under a grammar that fixes it (`Conductor(chooser=...)`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..config import ConductorSettings
+from ..errors import WorkflowError
+from .features import PromptFeatures
+from .head import Head
+from .registry import TrainedConductor
+from .shapes import Shape, shape_grammar
+
+# The planning prompt is short (attachments appear as 200-character previews).
+FEATURES_CTX = 4096
+
+
+class HeadChooser:
+    def __init__(self, head: Head, features: PromptFeatures) -> None:
+        self.head = head
+        self.features = features
+        self.last: Shape | None = None
+
+    @classmethod
+    def load(
+        cls,
+        trained: TrainedConductor,
+        base: Path,
+        pool: Sequence[str],
+        settings: ConductorSettings,
+    ) -> HeadChooser:
+        head = Head.load(trained.head_path)
+        missing = sorted({w for s in head.shapes for w in s.workers} - set(pool))
+        if missing:
+            raise WorkflowError(
+                f"conductor.model {trained.name!r} was trained for the pool "
+                f"{', '.join(trained.pool)}, and this pool lacks {', '.join(missing)}: "
+                "train it again on this pool, or plan with its base model "
+                f"({trained.base_model})."
+            )
+        features = PromptFeatures(
+            base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
+        )
+        return cls(head, features)
+
+    def choose(self, messages: tuple[dict[str, str], ...]) -> Shape:
+        return self.head.choose(self.features(messages))
+
+    def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
+        self.last = self.choose(messages)
+        return shape_grammar(self.last)
+
+    def close(self) -> None:
+        self.features.close()

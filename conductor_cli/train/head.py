@@ -1,0 +1,140 @@
+"""A linear head over the conductor's hidden state that picks a workflow shape.
+
+In the manner of TRINITY (see README, "Train your conductor"): the hidden state is
+standardized and reduced by PCA to a few numbers, and a linear layer scores each shape; the
+shape with the highest score is planned. The weights are evolved by sep-CMA-ES (the `cma`
+package: no gradients, only rewards) to maximize the mean reward of the chosen shapes over
+the training questions, from a table of every (question, shape) reward measured beforehand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ModelError
+from .shapes import Shape
+
+PCA_DIMS = 16
+GENERATIONS = 60
+SIGMA = 0.5
+MINIBATCH = 64
+
+
+@dataclass(frozen=True)
+class Head:
+    mean: np.ndarray  # (d,) feature means
+    scale: np.ndarray  # (d,) feature standard deviations (never 0)
+    components: np.ndarray  # (k, d) principal directions
+    weights: np.ndarray  # (k + 1, S): a bias row, then one row per component
+    shapes: tuple[Shape, ...]
+
+    def project(self, features: np.ndarray) -> np.ndarray:
+        """(n, d) hidden states -> (n, k + 1) inputs of the linear layer (a 1 for the bias)."""
+        x = (np.atleast_2d(features) - self.mean) / self.scale
+        z = x @ self.components.T
+        return np.hstack([np.ones((z.shape[0], 1)), z])
+
+    def choose(self, features: np.ndarray) -> Shape:
+        return self.shapes[int(np.argmax(self.project(features)[0] @ self.weights))]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "shape-head",
+            "pca_dims": int(self.components.shape[0]),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "components": self.components.tolist(),
+            "weights": self.weights.tolist(),
+            "shapes": [s.to_dict() for s in self.shapes],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Head:
+        shapes = tuple(Shape.from_dict(s) for s in d["shapes"])
+        head = cls(
+            np.asarray(d["mean"], dtype=np.float64),
+            np.asarray(d["scale"], dtype=np.float64),
+            np.asarray(d["components"], dtype=np.float64),
+            np.asarray(d["weights"], dtype=np.float64),
+            shapes,
+        )
+        k, dims = head.components.shape
+        if head.mean.shape != (dims,) or head.scale.shape != (dims,):
+            raise ValueError("mean and scale must match the components' width")
+        if head.weights.shape != (k + 1, len(shapes)):
+            raise ValueError("weights must be (pca_dims + 1) x shapes")
+        return head
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Head:
+        try:
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
+
+
+def fit_pca(features: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, scale, components) of standardized features; at most n - 1 components."""
+    mean = features.mean(axis=0)
+    scale = features.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    x = (features - mean) / scale
+    k = max(1, min(dims, x.shape[0] - 1, x.shape[1]))
+    _, _, vt = np.linalg.svd(x, full_matrices=False)
+    return mean, scale, vt[:k]
+
+
+def evolve(
+    inputs: np.ndarray,
+    rewards: np.ndarray,
+    *,
+    seed: int,
+    generations: int = GENERATIONS,
+    on_generation: Any = None,
+) -> np.ndarray:
+    """Weights (k + 1, S) maximizing the mean reward of argmax choices: sep-CMA-ES."""
+    import cma
+
+    n, width = inputs.shape
+    shapes = rewards.shape[1]
+    rng = np.random.default_rng(seed)
+
+    def mean_reward(flat: np.ndarray, rows: np.ndarray) -> float:
+        picks = np.argmax(inputs[rows] @ flat.reshape(width, shapes), axis=1)
+        return float(rewards[rows, picks].mean())
+
+    es = cma.CMAEvolutionStrategy(
+        np.zeros(width * shapes),
+        SIGMA,
+        {"CMA_diagonal": True, "seed": seed + 1, "verbose": -9, "maxiter": generations},
+    )
+    everyone = np.arange(n)
+    for generation in range(generations):
+        rows = everyone if n <= MINIBATCH else rng.choice(n, MINIBATCH, replace=False)
+        candidates = es.ask()
+        es.tell(candidates, [-mean_reward(np.asarray(c), rows) for c in candidates])
+        if on_generation is not None:
+            on_generation(generation, mean_reward(np.asarray(es.result.xfavorite), everyone))
+    best = np.asarray(es.result.xfavorite)
+    # The evolution's mean, unless a candidate it saw does better on every question.
+    if es.result.xbest is not None and mean_reward(np.asarray(es.result.xbest), everyone) > (
+        mean_reward(best, everyone)
+    ):
+        best = np.asarray(es.result.xbest)
+    return best.reshape(width, shapes)
+
+
+def best_fixed_shape(rewards: np.ndarray, shapes: Sequence[Shape]) -> tuple[Shape, float]:
+    """The one shape with the highest mean training reward: what a head must beat."""
+    means = rewards.mean(axis=0)
+    i = int(np.argmax(means))
+    return shapes[i], float(means[i])

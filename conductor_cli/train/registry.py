@@ -1,0 +1,97 @@
+"""Trained conductors on disk: `DATA_DIR/conductors/NAME/` with `record.json` and the trained
+part (`head.json` for the head method). `conductor.model = "NAME"` plans with the record's base
+GGUF and that part. Reads files only: pool building may call it without loading anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from ..errors import InputError, ModelError
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RECORD = "record.json"
+HEAD = "head.json"
+
+
+def pool_fingerprint(workers: Sequence[Any]) -> str:
+    """What a trained conductor learned about: each worker's name, model, description, base."""
+    pool = [[w.name, w.model, w.description, w.api_base or ""] for w in workers]
+    return hashlib.sha256(json.dumps(pool).encode()).hexdigest()
+
+
+def conductors_dir() -> Path:
+    return paths.data_dir() / "conductors"
+
+
+def check_name(name: str) -> str:
+    if not NAME_RE.match(name) or name.endswith(".gguf"):
+        raise InputError(
+            f"--out {name!r}: a conductor's name is letters, digits, '.', '_' and '-' "
+            "(at most 64, not ending in .gguf), e.g. --out my-conductor"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class TrainedConductor:
+    name: str
+    directory: Path
+    record: dict[str, Any]
+
+    @property
+    def base_model(self) -> str:
+        return str(self.record["base_model"])
+
+    @property
+    def method(self) -> str:
+        return str(self.record.get("method", "head"))
+
+    @property
+    def head_path(self) -> Path:
+        return self.directory / HEAD
+
+    @property
+    def pool(self) -> list[str]:
+        return [str(w["name"]) for w in self.record.get("pool", [])]
+
+
+def find(name: str) -> TrainedConductor | None:
+    """The trained conductor called `name`, None if there is none (a catalog name, a path)."""
+    if not NAME_RE.match(name):
+        return None
+    directory = conductors_dir() / name
+    record_file = directory / RECORD
+    if not record_file.is_file():
+        return None
+    try:
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ModelError(
+            f"{record_file}: unreadable training record ({e}); train it again"
+        ) from None
+    if not isinstance(record, dict) or "base_model" not in record:
+        raise ModelError(f"{record_file}: not a training record (no base_model); train it again")
+    return TrainedConductor(name, directory, record)
+
+
+def list_trained() -> list[TrainedConductor]:
+    root = conductors_dir()
+    if not root.is_dir():
+        return []
+    found = []
+    for directory in sorted(root.iterdir()):
+        try:
+            trained = find(directory.name)
+        except ModelError:
+            continue
+        if trained is not None:
+            found.append(trained)
+    return found

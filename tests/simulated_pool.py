@@ -1,0 +1,156 @@
+"""SimulatedPool: a simulation of specialist workers behind one OpenAI-compatible server on
+127.0.0.1, for learning checks where the right policy is known.
+
+Each question carries a tag `[Q<n>]`; the simulation knows its kind and answer. A worker (the
+request's model name) answers right with a probability that depends on the question's kind
+and on which workers' outputs it sees; otherwise it gives a wrong answer. Draws are
+deterministic in (worker, question, seed, what it sees), so a rerun with the same seed gives
+the same answer and repeats with other seeds differ. Names and descriptions say nothing of
+the skills: only learning can tell the workers apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import random
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TAG = re.compile(r"\[Q(\d+)\]")
+SEEN = re.compile(r"^Output of step \d+ \(([^:]+):", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class SimulatedQuestion:
+    number: int
+    kind: str
+    answer: str
+
+    @property
+    def text(self) -> str:
+        return f"[Q{self.number}] {KIND_TEXT[self.kind].format(n=self.number)}"
+
+
+KIND_TEXT = {
+    "arith": "What is {n} plus {n} plus seven, computed exactly?",
+    "words": "Which English word is spelled by the letters of 'stone' reversed, case {n}?",
+    "geo": "Name the river that flows through the capital in riddle number {n}.",
+    "logic": "If all blips are blops and item {n} is a blip, what is item {n}?",
+    "chain": "Draft an attempt, then refine it: puzzle {n} about hidden symbols.",
+}
+
+
+@dataclass
+class SimulatedPool:
+    """skills[worker][kind]: P(right) alone; helped[worker][kind] = (helper, P(right) when it
+    sees an output of `helper`)."""
+
+    questions: Mapping[int, SimulatedQuestion]
+    skills: Mapping[str, Mapping[str, float]]
+    helped: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
+    calls: int = 0
+
+    def __post_init__(self) -> None:
+        sim = self
+        lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # /v1/models: doctor's reachability probe
+                self._send({"data": [{"id": w} for w in sim.skills]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    sim.calls += 1
+                text = sim.reply(body)
+                self._send(
+                    {
+                        "id": "sim",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", ""),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+                    }
+                )
+
+            def _send(self, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.api_base = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def probability(self, worker: str, kind: str, seen: set[str]) -> float:
+        helper = self.helped.get(worker, {}).get(kind)
+        if helper is not None and helper[0] in seen:
+            return helper[1]
+        return self.skills.get(worker, {}).get(kind, 0.0)
+
+    def reply(self, body: dict) -> str:
+        worker = str(body.get("model", "")).split("/")[-1]
+        user = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+        tag = TAG.search(user)
+        if tag is None or int(tag.group(1)) not in self.questions:
+            return "Answer: unknown"
+        q = self.questions[int(tag.group(1))]
+        seen = set(SEEN.findall(user))
+        key = f"{worker}|{q.number}|{body.get('seed')}|{sorted(seen)}"
+        draw = random.Random(hashlib.sha256(key.encode()).digest()).random()
+        right = draw < self.probability(worker, q.kind, seen)
+        return f"Answer: {q.answer if right else 'wrong-' + q.answer}"
+
+    def config(self, path: Path, *, max_steps: int = 2) -> Path:
+        """A conductor config whose pool is these workers, with identical descriptions."""
+        lines = [f"[conductor]\nmax_steps = {max_steps}\n"]
+        for worker in self.skills:
+            lines.append(
+                f'[[workers]]\nname = "{worker}"\nmodel = "openai/{worker}"\n'
+                f'api_base = "{self.api_base}"\ndescription = "a general assistant"\n'
+                "max_tokens = 16\nretries = 0\n"
+            )
+        path.write_text("\n".join(lines), encoding="utf-8")
+        return path
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def make_questions(kinds: list[str], per_kind: int, seed: int = 0) -> dict[int, SimulatedQuestion]:
+    rng = random.Random(seed)
+    questions = {}
+    number = 1
+    for _ in range(per_kind):
+        for kind in kinds:
+            questions[number] = SimulatedQuestion(number, kind, f"a{rng.randrange(10**6)}")
+            number += 1
+    return questions
+
+
+def write_dataset(questions: Mapping[int, SimulatedQuestion], path: Path) -> Path:
+    """An exact-answer qa file; the kind is kept out of it (no category field)."""
+    with path.open("w", encoding="utf-8") as out:
+        for q in questions.values():
+            out.write(json.dumps({"id": f"q{q.number}", "question": q.text, "answer": q.answer}))
+            out.write("\n")
+    return path
