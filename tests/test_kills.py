@@ -4,10 +4,15 @@ Thirty runs of the real program, each signalled at a random moment (loading, pla
 generating, writing the trace or the cache). After each: the exit code is 0 or 130 with no
 traceback, every trace loads, the cache reads back whole, and `replay --resume` finishes what
 was interrupted.
+
+With CONDUCTOR_TEST_SIGNAL_WHERE=1 the program is started through a prelude that notes where
+each signal landed (before the command, in an import, kept for a safe point), and the tally
+printed at the end (pytest -s) counts them: how often the random moments hit an import.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -46,6 +51,64 @@ QUESTIONS = [
 
 CALIBRATION = "What is the largest ocean?"
 
+# Started instead of `python -m conductor_cli` when CONDUCTOR_TEST_SIGNAL_WHERE is set: wraps
+# every handler the program installs to note each call (which handler, whether importlib was
+# on the main thread's stack) and its outcome (raised, or returned: the signal kept for later).
+WHERE_PRELUDE = """
+import os, runpy, signal, sys
+
+notes = os.open(sys.argv.pop(1), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+install = signal.signal
+
+
+def noting(handler):
+    if not callable(handler) or hasattr(handler, "noted"):
+        return handler
+
+    def noted(signum, frame):
+        files, up = [], frame
+        while up is not None:
+            files.append(up.f_code.co_filename)
+            up = up.f_back
+        place = "import" if any("importlib" in name for name in files) else "code"
+        os.write(notes, f"{handler.__name__} {place}\\n".encode())
+        try:
+            handler(signum, frame)
+        except BaseException:
+            os.write(notes, b"raised\\n")
+            raise
+        os.write(notes, b"returned\\n")
+
+    noted.noted = True
+    return noted
+
+
+signal.signal = lambda signum, handler: install(signum, noting(handler))
+runpy.run_module("conductor_cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def _start(config: Path, question: str, notes: Path) -> subprocess.Popen[str]:
+    if not os.environ.get("CONDUCTOR_TEST_SIGNAL_WHERE"):
+        return start_cli("ask", "--config", str(config), question)
+    return subprocess.Popen(
+        [sys.executable, "-c", WHERE_PRELUDE, str(notes), "ask", "--config", str(config), question],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def _where(notes: Path) -> list[str]:
+    """Where the signal landed (the first handler call) and whether it was kept for later."""
+    if not notes.exists():
+        return []
+    calls = notes.read_text(encoding="utf-8").splitlines()
+    landed = calls[0] if calls else "no handler: the default action"
+    return [f"landed: {landed}"] + (["kept for a safe point"] if "returned" in calls else [])
+
 
 def _timed_run(config: Path, question: str) -> float:
     start = time.monotonic()
@@ -59,6 +122,7 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
     config.write_text(CONFIG, encoding="utf-8")
     rng = random.Random(20261123)
     tally: Counter[str] = Counter()
+    landings: Counter[str] = Counter()  # filled with CONDUCTOR_TEST_SIGNAL_WHERE set
     # How long a run takes on this machine, computed and from the cache: the random moments
     # must fall within a run whatever the machine's speed (fixed delays missed on a fast one).
     computed, cached = (_timed_run(config, CALIBRATION) for _ in range(2))
@@ -69,12 +133,14 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
         sig = rng.choice([signal.SIGINT, signal.SIGTERM])
         # A little past the run's end too: signals while it writes its output and exits.
         delay = rng.uniform(0.05, 1.2 * (cached if question in answered else computed))
-        proc = start_cli("ask", "--config", str(config), question)
+        notes = tmp_path / f"where-{i}.txt"
+        proc = _start(config, question, notes)
         time.sleep(delay)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         where = f"run {i}: {sig.name} after {delay:.2f} s"
-        assert "Traceback" not in err, (where, err)
+        landings.update(_where(notes))
+        assert "Traceback" not in err and "Exception ignored" not in err, (where, err)
         if proc.returncode == -sig:
             # The signal landed outside our code: while Python itself started (nothing written
             # yet) or while it shut down after the run (the trace is complete). The process
@@ -124,6 +190,7 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
         assert final["answer"].strip() == resumed.stdout.strip(), where
         answered.add(question)
     print(f"runs took {computed:.2f} s computed, {cached:.2f} s from the cache", dict(tally))
+    print("signals", dict(landings))
     assert sum(tally.values()) == KILLS
     # The random moments must really hit running work, not only start-up or finished runs.
     assert tally["interrupted, then resumed"] >= 4, tally

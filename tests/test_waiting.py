@@ -65,3 +65,37 @@ def test_waits_still_return_what_they_waited_for() -> None:
     box: queue.Queue[str] = queue.Queue()
     threading.Timer(0.3, box.put, ("late",)).start()
     assert waiting.get(box) == "late"
+
+
+class TakesASignalWhileCollected:
+    def __del__(self) -> None:
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        time.sleep(0.001)  # the handler runs here: the signal is kept for a safe point
+
+
+@pytest.mark.parametrize("wait", ["result", "all_or_first_error", "get"])
+def test_a_signal_kept_for_later_interrupts_the_next_wait(wait: str) -> None:
+    # A signal that lands in a finalizer is sent to the main thread again (cli/signals.py):
+    # a wait that follows must end with it at once, not when what it waits for ends.
+    box: queue.Queue[int] = queue.Queue()
+    release = threading.Event()
+
+    def work() -> None:
+        release.wait(3)
+        box.put(1)
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(work)
+        waits: dict[str, Callable[[], object]] = {
+            "result": lambda: waiting.result(future),
+            "all_or_first_error": lambda: waiting.all_or_first_error([future]),
+            "get": lambda: waiting.get(box),
+        }
+        started = time.monotonic()
+        try:
+            with during_command(), pytest.raises(KeyboardInterrupt):
+                TakesASignalWhileCollected()
+                waits[wait]()
+            assert time.monotonic() - started < 1
+        finally:
+            release.set()
