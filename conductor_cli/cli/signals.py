@@ -48,6 +48,7 @@ _UNSAFE_NAMES = frozenset(
     {
         "__del__",
         "__set_name__",
+        "_removeHandlerRef",  # logging drops a collected handler, holding its module lock
         "llama_log_callback",  # llama.cpp's log callback (ctypes), while a model loads
         "weakref_cb",  # concurrent.futures wakes its workers when an executor is collected
     }
@@ -182,7 +183,8 @@ def _redeliver(read_fd: int, main: int) -> None:
         signum = _pending
         if signum is not None:
             _redeliveries.append(signum)
-            signal.pthread_kill(main, signum)
+            with contextlib.suppress(OSError):  # the main thread has ended: nothing to stop
+                signal.pthread_kill(main, signum)
 
 
 def before_command() -> None:
