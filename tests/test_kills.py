@@ -110,6 +110,29 @@ def _where(notes: Path) -> list[str]:
     return [f"landed: {landed}"] + (["kept for a safe point"] if "returned" in calls else [])
 
 
+def _await_our_handler(proc: subprocess.Popen[str]) -> None:
+    """Wait until the program handles SIGTERM, that is until entry.main installed its handlers.
+
+    Before that, in Python's own start-up, a SIGINT meets Python's default handler and prints
+    a KeyboardInterrupt traceback, as in any Python program: no code of ours runs yet. Start-up
+    takes about 40 ms here, longer under load, and the shortest delay is 50 ms; a moment that
+    falls in it is taken just after it.
+    """
+    status = Path(f"/proc/{proc.pid}/status")
+    while proc.poll() is None:
+        try:
+            caught = next(
+                int(line.split()[1], 16)
+                for line in status.read_text().splitlines()
+                if line.startswith("SigCgt:")
+            )
+        except (OSError, StopIteration):
+            return  # gone, or no /proc: take the moment as it comes
+        if caught >> (signal.SIGTERM - 1) & 1:
+            return
+        time.sleep(0.001)
+
+
 def _timed_run(config: Path, question: str) -> float:
     start = time.monotonic()
     done = run_cli("ask", "--config", str(config), question)
@@ -135,16 +158,18 @@ def test_random_signals_never_lose_a_trace_or_the_cache(tmp_path: Path, gguf_pat
         delay = rng.uniform(0.05, 1.2 * (cached if question in answered else computed))
         notes = tmp_path / f"where-{i}.txt"
         proc = _start(config, question, notes)
-        time.sleep(delay)
+        started = time.monotonic()
+        _await_our_handler(proc)
+        time.sleep(max(0.0, started + delay - time.monotonic()))
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         where = f"run {i}: {sig.name} after {delay:.2f} s"
         landings.update(_where(notes))
         assert "Traceback" not in err and "Exception ignored" not in err, (where, err)
         if proc.returncode == -sig:
-            # The signal landed outside our code: while Python itself started (nothing written
-            # yet) or while it shut down after the run (the trace is complete). The process
-            # died of it as any program does (a shell shows 130 or 143), printing nothing.
+            # The signal landed outside our code, while Python shut down after the run (the
+            # trace is complete). The process died of it as any program does (a shell shows
+            # 130 or 143), printing nothing.
             assert err == "", where
             late = sorted(set(traces_dir().glob("*.json")) - seen)
             seen.update(late)

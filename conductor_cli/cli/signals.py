@@ -1,20 +1,22 @@
 """Ctrl-C and SIGTERM: what they do before, during and after a command.
 
-- Before a command runs (Python's imports, Typer building its command tree and parsing):
-  nothing has been written, so the process leaves at once with exit code 130. Raising
-  KeyboardInterrupt there is not safe: Typer evaluates our string annotations with `eval()`,
-  and a KeyboardInterrupt passing out of an `eval()` makes CPython end the process by SIGINT
-  at exit whatever exit code we chose (seen as a SIGTERM'd run dying of SIGINT, no output).
+- Before a command runs (from entry.main on: Python's imports, Typer building its command tree
+  and parsing): nothing has been written, so the process leaves at once with exit code 130.
+  Raising KeyboardInterrupt there is not safe: Typer evaluates our string annotations with
+  `eval()`, and a KeyboardInterrupt passing out of an `eval()` makes CPython end the process by
+  SIGINT at exit whatever exit code we chose (seen as a SIGTERM'd run dying of SIGINT, no
+  output). Earlier, while Python starts and imports the package, Python's own handler applies.
 - While a command runs: KeyboardInterrupt, which the command handles (trace marked
   interrupted, "conductor: interrupted", exit 130 through `os._exit`). It is raised only where
   Python can carry it to the command. Inside a finalizer (`__del__`, a weakref, GC or ctypes
-  callback) an exception cannot propagate: CPython prints "Exception ignored in ..." with a
-  traceback and drops it. importlib's own code is such a place too: its module-lock weakref
-  callback runs during imports holding the import lock. There the signal is kept pending and
-  sent to the main thread again 20 ms later, until it lands where it can be raised; one still
-  pending when the command ends is raised then. An interrupt that escapes anyway (a finalizer
-  not recognisable from its frames, such as a generator closed by the collector) reaches
-  `sys.unraisablehook`, which turns it back into a pending signal instead of printing it.
+  callback, a generator's cleanup) an exception cannot propagate: CPython prints "Exception
+  ignored in ..." with a traceback and drops it. importlib's own code is such a place too: its
+  module-lock weakref callback runs during imports holding the import lock. Where the
+  interrupted frames show such a place, the signal is kept pending and sent to the main thread
+  again 20 ms later, until it lands where it can be raised; one still pending when the command
+  ends is raised then. An interrupt that escapes anyway (a callback not recognisable from its
+  frames: a weakref or ctypes callback of another library) reaches `sys.unraisablehook`, which
+  turns it back into a pending signal instead of printing it.
 - After it: the default action, as for any program; everything is on disk by then.
 """
 
