@@ -52,8 +52,9 @@ QUESTIONS = [
 CALIBRATION = "What is the largest ocean?"
 
 # Started instead of `python -m conductor_cli` when CONDUCTOR_TEST_SIGNAL_WHERE is set: wraps
-# every handler the program installs to note each call (which handler, whether importlib was
-# on the main thread's stack) and its outcome (raised, or returned: the signal kept for later).
+# every handler the program installs to note each call (which handler, whether an import was
+# in progress: importlib on the main thread's stack) and its outcome (raised, or returned:
+# the signal kept for later).
 WHERE_PRELUDE = """
 import os, runpy, signal, sys
 
@@ -70,7 +71,7 @@ def noting(handler):
         while up is not None:
             files.append(up.f_code.co_filename)
             up = up.f_back
-        place = "import" if any("importlib" in name for name in files) else "code"
+        place = "import" if any(f.startswith("<frozen importlib") for f in files) else "code"
         os.write(notes, f"{handler.__name__} {place}\\n".encode())
         try:
             handler(signum, frame)
