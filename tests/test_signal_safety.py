@@ -2,13 +2,14 @@
 
 Inside a finalizer (`__del__`, a weakref, `weakref.finalize`, garbage-collector or ctypes
 callback, a generator closed by the collector) an exception cannot propagate: CPython prints
-"Exception ignored in ..." with a traceback and carries on, and the Ctrl-C is lost. importlib's
+"Exception ignored in ..." with a traceback and carries on: the Ctrl-C is lost. importlib's
 module-lock callback is such a finalizer, run during imports with the import lock held (found
 by test_kills in CI: a SIGTERM 0.16 s into a run printed a traceback).
 
-Each test runs a real program: a command wrapped like the CLI's (`handle_errors`) stops at one
-such moment and tells the test, which sends the signal there and then lets the moment end.
+The first tests run a real program: a command wrapped like the CLI's (`handle_errors`) stops
+at one such moment and tells the test, which sends the signal there, then lets the moment end.
 The program must leave with exit 130 and "conductor: interrupted" only, promptly, not run on.
+All of them fail on the code before the fix, except the one in a module's own code.
 """
 
 from __future__ import annotations
@@ -161,7 +162,10 @@ FINALIZERS = {
 }
 
 
-def _signal_at(moment: str, sig: signal.Signals, workdir: Path, *, release: bool) -> tuple:
+def _signal_at(
+    moment: str, sig: signal.Signals, workdir: Path, *, release: bool
+) -> tuple[int, str, str, float]:
+    """Signal the program at `moment`: its exit code, output after "ready", stderr, seconds."""
     proc = subprocess.Popen(
         [sys.executable, "-c", PROGRAM, moment, str(workdir)],
         stdin=subprocess.DEVNULL,
@@ -209,7 +213,7 @@ def test_a_signal_in_a_module_being_imported_interrupts_at_once(
 
 
 class SignalledWhileCollected:
-    """Its `__del__` takes a SIGINT, then finishes its work (when it is allowed to)."""
+    """Its `__del__` takes a SIGINT midway, and must still finish its work."""
 
     finished = False
 
@@ -224,7 +228,7 @@ def test_a_signal_kept_until_the_command_ends_is_raised_then_and_only_once() -> 
     with pytest.raises(KeyboardInterrupt), during_command():
         SignalledWhileCollected()  # the block ends before the signal is sent again
     assert SignalledWhileCollected.finished
-    # Nothing is sent again after the block: pytest's own handler would stop the session.
+    # Nothing is sent again after the block: a stray SIGINT would stop this test session.
     time.sleep(10 * RETRY_S)
 
 
