@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conductor_cli.api import _worker_infos
+from conductor_cli.api import worker_infos
 from conductor_cli.config import Config
 from conductor_cli.pool import Pool
 from conductor_cli.trace import load_trace
@@ -75,8 +75,8 @@ def test_conductor_worker_needs_recursion_enabled(tmp_path: Path, gguf_path: Pat
 
 def test_depth_left_is_offered_to_the_conductor() -> None:
     pool = Pool(())
-    assert _worker_infos(pool, 0, 0) == []
-    (one,) = _worker_infos(pool, 0, 1)
+    assert worker_infos(pool.workers, 0, 0) == []
+    (one,) = worker_infos(pool.workers, 0, 1)
     assert one.name == "conductor" and "once more" in one.description
-    assert "2 more levels deep" in _worker_infos(pool, 0, 2)[0].description
-    assert _worker_infos(pool, 1, 1) == [] and Config().conductor.max_depth == 0
+    assert "2 more levels deep" in worker_infos(pool.workers, 0, 2)[0].description
+    assert worker_infos(pool.workers, 1, 1) == [] and Config().conductor.max_depth == 0
