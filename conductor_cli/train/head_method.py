@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
@@ -500,6 +499,4 @@ def _require_cma() -> None:
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        tmp.unlink()
+    os.replace(tmp, path)  # a reader sees the old record or the new one, never half of one
