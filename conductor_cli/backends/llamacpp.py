@@ -119,32 +119,18 @@ class LlamaModels:
             return self._models[key]
 
     def _load(self, path: Path) -> Any:
-        _log_native_crashes()
-        # Before llama.cpp touches the model in this process: a crash here would be silent.
-        verdict = repack_check.ensure(path, self.note)
-        from llama_cpp import Llama
-
         kv_type = _GGML_TYPES[self.kv_cache_type]
-        try:
-            with repack_check.repacking(verdict.repack):
-                # Defaults are wrong for us (verbose, n_ctx=512, CPU only, random seed).
-                return Llama(
-                    model_path=str(path),
-                    n_ctx=self.n_ctx,
-                    n_gpu_layers=self.n_gpu_layers,
-                    n_threads=self.n_threads,
-                    seed=0,
-                    verbose=False,
-                    # A quantized V cache needs flash attention in llama.cpp.
-                    flash_attn=self.kv_cache_type != "f16",
-                    type_k=kv_type,
-                    type_v=kv_type,
-                )
-        except (ValueError, RuntimeError, OSError) as e:
-            raise ModelError(
-                f"llama.cpp could not load {path} ({e}): the file is truncated or not a model "
-                "llama.cpp supports. Re-download it with `conductor models pull NAME`."
-            ) from None
+        return load_llama(
+            path,
+            self.note,
+            n_ctx=self.n_ctx,
+            n_gpu_layers=self.n_gpu_layers,
+            n_threads=self.n_threads,
+            # A quantized V cache needs flash attention in llama.cpp.
+            flash_attn=self.kv_cache_type != "f16",
+            type_k=kv_type,
+            type_v=kv_type,
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -161,6 +147,25 @@ class LlamaModels:
                         loaded.lock.release()
                 loaded.thread.shutdown(wait=False, cancel_futures=True)
             self._models.clear()
+
+
+def load_llama(path: Path, note: Callable[[str], None], **params: Any) -> Any:
+    """A `llama_cpp.Llama` for `path`, loaded the way this machine allows (repack_check.py),
+    with a crash's stack going to the crash log. Every GGUF load in the project goes here."""
+    _log_native_crashes()
+    # Before llama.cpp touches the model in this process: a crash here would be silent.
+    verdict = repack_check.ensure(path, note)
+    from llama_cpp import Llama
+
+    try:
+        with repack_check.repacking(verdict.repack):
+            # Defaults are wrong for us (verbose, random seed): callers set the rest.
+            return Llama(model_path=str(path), seed=0, verbose=False, **params)
+    except (ValueError, RuntimeError, OSError) as e:
+        raise ModelError(
+            f"llama.cpp could not load {path} ({e}): the file is truncated or not a model "
+            "llama.cpp supports. Re-download it with `conductor models pull NAME`."
+        ) from None
 
 
 def _log_native_crashes() -> None:
@@ -211,7 +216,7 @@ class LlamaCppBackend:
             warm = store is not None and request.fixed_messages > 0
             constrained = request.grammar is not None and on_text is None
             # Formatted and tokenized once, for both uses below.
-            prompt = _prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+            prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
             if warm and store is not None and prompt is not None:
                 _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
             if constrained and prompt is not None:
@@ -268,7 +273,7 @@ class LlamaCppBackend:
         )
 
 
-def _prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:
+def prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:
     """The tokens create_chat_completion will feed for `messages` (the GGUF's own template)."""
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
@@ -297,8 +302,8 @@ def fixed_prefix(
 ) -> list[int]:
     """The tokens the whole prompt (`full`, when already tokenized) shares with a prompt of
     only its first `fixed` messages."""
-    full = full if full is not None else _prompt_tokens(llama, messages)
-    head = _prompt_tokens(llama, messages[:fixed])
+    full = full if full is not None else prompt_tokens(llama, messages)
+    head = prompt_tokens(llama, messages[:fixed])
     if full is None or head is None:
         return []
     n = 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import hashlib
 import importlib.util
 import json
@@ -95,6 +96,7 @@ def _llama_cpp_version() -> str:
         return "unknown"
 
 
+@functools.cache  # what it reads does not change while the process runs
 def machine_key() -> str:
     """What the verdict depends on: the CPU, the llama-cpp-python version and its libraries."""
     digest = hashlib.sha256()

@@ -21,7 +21,6 @@ class HeadChooser:
     def __init__(self, head: Head, features: PromptFeatures) -> None:
         self.head = head
         self.features = features
-        self.last: Shape | None = None
 
     @classmethod
     def load(
@@ -49,8 +48,7 @@ class HeadChooser:
         return self.head.choose(self.features(messages))
 
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
-        self.last = self.choose(messages)
-        return shape_grammar(self.last)
+        return shape_grammar(self.choose(messages))
 
     def close(self) -> None:
         self.features.close()

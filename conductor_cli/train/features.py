@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backends import repack_check
-from ..backends.llamacpp import _prompt_tokens, stderr_note
+from ..backends.llamacpp import load_llama, prompt_tokens, stderr_note
 from ..errors import ModelError
 from ..hardware import physical_cores
 
@@ -29,33 +28,24 @@ class PromptFeatures:
 
     def __init__(self, model: Path, *, n_ctx: int = 4096, n_threads: int = 0) -> None:
         import llama_cpp
-        from llama_cpp import Llama
 
         self.model = model
-        verdict = repack_check.ensure(model, stderr_note)
-        try:
-            with repack_check.repacking(verdict.repack):
-                self._llama: Any = Llama(
-                    model_path=str(model),
-                    n_ctx=n_ctx,
-                    n_batch=N_BATCH,
-                    n_threads=n_threads or physical_cores(),
-                    embedding=True,
-                    pooling_type=llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED,  # the model's own: none
-                    seed=0,
-                    verbose=False,
-                )
-        except (ValueError, RuntimeError, OSError) as e:
-            raise ModelError(
-                f"llama.cpp could not load {model} for its hidden states ({e})"
-            ) from None
+        self._llama: Any = load_llama(
+            model,
+            stderr_note,
+            n_ctx=n_ctx,
+            n_batch=N_BATCH,
+            n_threads=n_threads or physical_cores(),
+            embedding=True,
+            pooling_type=llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED,  # the model's own: none
+        )
         self._lc = llama_cpp
         self.size = int(llama_cpp.llama_model_n_embd(self._llama.model))
         self._held: list[int] = []  # the tokens whose state the context holds
         self._lock = threading.Lock()
 
     def __call__(self, messages: Sequence[dict[str, str]]) -> np.ndarray:
-        tokens = _prompt_tokens(self._llama, messages)
+        tokens = prompt_tokens(self._llama, messages)
         if not tokens:
             raise ModelError(f"{self.model}: the model has no chat template to format a prompt")
         if len(tokens) > self._llama.n_ctx():
