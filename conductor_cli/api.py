@@ -178,8 +178,8 @@ class Runtime:
             from .train.registry import find
 
             trained = find(self.config.conductor.model)
-            if trained is None:
-                return None
+            if trained is None or trained.method != "head":
+                return None  # the LoRA methods' training lives in the adapter
             from .train.chooser import HeadChooser
 
             base = conductor_backend(self.config, self.catalog, self.models, self.litellm)

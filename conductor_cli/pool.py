@@ -10,6 +10,7 @@ from .backends.litellm import LiteLLMBackend, LiteLLMProcess
 from .backends.llamacpp import LlamaCppBackend, LlamaModels
 from .catalog import Catalog, resolve_gguf
 from .config import Config, WorkerConfig
+from .errors import ModelError
 from .inputs import Attachment, attachment_budget
 
 GGUF_PREFIX = "gguf:"
@@ -130,7 +131,17 @@ def conductor_backend(
     from .train.registry import find
 
     trained = find(spec)
+    adapter = None
     if trained is not None:  # a conductor trained by `conductor train`: its base GGUF
         spec = trained.base_model.removeprefix(GGUF_PREFIX)
+        adapter = trained.adapter_path
+        if adapter is not None and not adapter.is_file():
+            raise ModelError(
+                f"conductor.model {c.model!r}: its adapter {adapter} is missing; train it again"
+            )
     resolved = resolve_gguf(spec, catalog, _where(config, "conductor.model"))
-    return LlamaCppBackend(models, resolved.path, resolved.sha256())
+    if adapter is None:
+        return LlamaCppBackend(models, resolved.path, resolved.sha256())
+    assert trained is not None
+    sha = resolved.sha256()
+    return LlamaCppBackend(models, resolved.path, sha, adapter, trained.adapter_sha256())

@@ -209,4 +209,4 @@ def test_bad_training_input_is_one_line(
         text=True,
         timeout=120,
     )
-    assert_one_line_error(without_cma, 2, "pip install 'conductor-cli[train]'")
+    assert_one_line_error(without_cma, 2, "pip install 'conductor-cli[train-head]'")

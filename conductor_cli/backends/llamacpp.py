@@ -86,7 +86,8 @@ class LlamaModels:
         self.n_gpu_layers = n_gpu_layers
         self.n_threads = n_threads or physical_cores()
         self.state_store = state_store
-        self._models: dict[Path, _Loaded] = {}
+        # A base model with a LoRA adapter is another model: keyed by (model, adapter).
+        self._models: dict[tuple[Path, Path | None], _Loaded] = {}
         self._lock = threading.Lock()
         self._closed = False
 
@@ -103,26 +104,27 @@ class LlamaModels:
             kv_cache_type=c.kv_cache_type,
         )
 
-    def get(self, path: Path) -> _Loaded:
-        key = path.resolve()
+    def get(self, path: Path, adapter: Path | None = None) -> _Loaded:
+        key = (path.resolve(), adapter.resolve() if adapter else None)
         with self._lock:
             if self._closed:
                 raise WorkerError(CLOSED)
             if key not in self._models:
                 thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama.cpp")
                 try:
-                    llama = waiting.result(thread.submit(self._load, key))
+                    llama = waiting.result(thread.submit(self._load, *key))
                 except BaseException:
                     thread.shutdown(wait=False)
                     raise
                 self._models[key] = _Loaded(llama, thread)
             return self._models[key]
 
-    def _load(self, path: Path) -> Any:
+    def _load(self, path: Path, adapter: Path | None) -> Any:
         kv_type = _GGML_TYPES[self.kv_cache_type]
         return load_llama(
             path,
             self.note,
+            adapter=adapter,
             n_ctx=self.n_ctx,
             n_gpu_layers=self.n_gpu_layers,
             n_threads=self.n_threads,
@@ -149,9 +151,12 @@ class LlamaModels:
             self._models.clear()
 
 
-def load_llama(path: Path, note: Callable[[str], None], **params: Any) -> Any:
-    """A `llama_cpp.Llama` for `path`, loaded the way this machine allows (repack_check.py),
-    with a crash's stack going to the crash log. Every GGUF load in the project goes here."""
+def load_llama(
+    path: Path, note: Callable[[str], None], *, adapter: Path | None = None, **params: Any
+) -> Any:
+    """A `llama_cpp.Llama` for `path` (with the LoRA `adapter`, a GGUF, applied), loaded the way
+    this machine allows (repack_check.py), with a crash's stack going to the crash log. Every
+    GGUF load in the project goes here."""
     _log_native_crashes()
     # Before llama.cpp touches the model in this process: a crash here would be silent.
     verdict = repack_check.ensure(path, note)
@@ -160,8 +165,15 @@ def load_llama(path: Path, note: Callable[[str], None], **params: Any) -> Any:
     try:
         with repack_check.repacking(verdict.repack):
             # Defaults are wrong for us (verbose, random seed): callers set the rest.
+            if adapter is not None:
+                params["lora_path"] = str(adapter)
             return Llama(model_path=str(path), seed=0, verbose=False, **params)
     except (ValueError, RuntimeError, OSError) as e:
+        if adapter is not None and "LoRA" in str(e):
+            raise ModelError(
+                f"llama.cpp could not apply the adapter {adapter} to {path}: it is damaged or "
+                "was trained for another base model; train the conductor again"
+            ) from None
         raise ModelError(
             f"llama.cpp could not load {path} ({e}): the file is truncated or not a model "
             "llama.cpp supports. Re-download it with `conductor models pull NAME`."
@@ -186,13 +198,26 @@ def _log_native_crashes() -> None:
 
 
 class LlamaCppBackend:
-    def __init__(self, models: LlamaModels, path: Path, sha256: str) -> None:
+    """A GGUF in llama.cpp, with an optional LoRA adapter (a trained conductor)."""
+
+    def __init__(
+        self,
+        models: LlamaModels,
+        path: Path,
+        sha256: str,
+        adapter: Path | None = None,
+        adapter_sha256: str = "",
+    ) -> None:
         self._models = models
         self.path = path
-        self.sha256 = sha256
+        self.adapter = adapter
+        # What the model computes: the cache key of its replies and of its saved prompt states.
+        self.sha256 = sha256 if adapter is None else f"{sha256}+lora-{adapter_sha256}"
 
     @property
     def identity(self) -> str:
+        if self.adapter is not None:
+            return f"gguf:{self.path}+lora:{self.adapter}"
         return f"gguf:{self.path}"
 
     @property
@@ -204,7 +229,7 @@ class LlamaCppBackend:
         return True
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
-        loaded = self._models.get(self.path)
+        loaded = self._models.get(self.path, self.adapter)
         return loaded.call(lambda: self._complete(loaded, request, on_text))
 
     def _complete(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:

@@ -17,7 +17,7 @@ from .common import (
     handle_errors,
 )
 
-METHODS = ("head",)  # conductor_cli.train.METHODS, without importing it
+METHODS = ("head", "expert-iteration", "grpo")  # conductor_cli.train.METHODS, unimported
 
 
 @handle_errors
@@ -30,7 +30,12 @@ def train_cmd(
         typer.Option("--out", help="Name of the trained conductor (conductor.model = NAME)."),
     ] = "my-conductor",
     method: Annotated[
-        str, typer.Option("--method", help="head: a head on the conductor's hidden state.")
+        str,
+        typer.Option(
+            "--method",
+            help="head: a head on the conductor's hidden state (no torch); expert-iteration "
+            "or grpo: a LoRA on its weights (torch).",
+        ),
     ] = "head",
     scorer: ScorerOption = "exact",
     limit: Annotated[
@@ -54,6 +59,34 @@ def train_cmd(
     concurrency: Annotated[
         int, typer.Option("--concurrency", help="Workflow runs at once.", min=1)
     ] = 4,
+    iterations: Annotated[
+        int, typer.Option("--iterations", help="expert-iteration: rounds.", min=1)
+    ] = 3,
+    samples: Annotated[
+        int, typer.Option("--samples", help="LoRA methods: workflows sampled per question.", min=1)
+    ] = 8,
+    steps: Annotated[int, typer.Option("--steps", help="grpo: optimizer steps.", min=1)] = 40,
+    questions_per_step: Annotated[
+        int, typer.Option("--questions-per-step", help="grpo: questions a step.", min=1)
+    ] = 4,
+    eval_every: Annotated[
+        int, typer.Option("--eval-every", help="grpo: held-out score every N steps.", min=1)
+    ] = 10,
+    learning_rate: Annotated[
+        float | None,
+        typer.Option("--lr", help="LoRA learning rate [default: 1e-3 EI, 3e-4 GRPO].", min=0),
+    ] = None,
+    epochs: Annotated[
+        int, typer.Option("--epochs", help="expert-iteration: passes a round.", min=1)
+    ] = 6,
+    rank: Annotated[int, typer.Option("--rank", help="LoRA rank.", min=1)] = 16,
+    explore: Annotated[
+        float,
+        typer.Option("--explore", help="expert-iteration: share of samples with a random shape."),
+    ] = 0.25,
+    device: Annotated[
+        str, typer.Option("--device", help="LoRA methods: auto (CUDA if seen), cpu or cuda.")
+    ] = "auto",
     force: Annotated[bool, typer.Option("--force", help="Replace a conductor of that name.")] = (
         False
     ),
@@ -65,15 +98,17 @@ def train_cmd(
 ) -> None:
     """Train a conductor on your pool: it learns which workflow fits which question.
 
-    Every workflow shape is run on the training questions and scored; a small head over the
-    conductor's hidden state learns to pick the best one. Held-out questions measure the
-    untrained and the trained conductor. Ctrl-C keeps the runs done; --resume continues.
+    head: every workflow shape is run on the training questions and scored; a small head over
+    the conductor's hidden state learns to pick the best one. expert-iteration and grpo:
+    workflows sampled from the conductor are run and scored, and a LoRA on its weights is fit
+    to the right ones (or by advantage). Held-out questions measure the untrained and the
+    trained conductor. Ctrl-C keeps the work done; --resume continues.
     """
     from ..config import load_config
     from ..errors import InputError
     from ..evals.datasets import load_dataset, select
     from ..train import train
-    from ..train.head_method import TrainOptions
+    from ..train.session import TrainOptions
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
@@ -90,10 +125,20 @@ def train_cmd(
         concurrency=concurrency,
         force=force,
         resume=resume,
+        iterations=iterations,
+        samples=samples,
+        steps=steps,
+        questions_per_step=questions_per_step,
+        eval_every=eval_every,
+        learning_rate=learning_rate,
+        epochs=epochs,
+        rank=rank,
+        explore=explore,
+        device=device,
     )
     with _Display() as display:
         try:
-            record = train(cfg, problems, options, data_file=file, on_progress=display.show)
+            record = train(cfg, problems, options, method, data_file=file, on_progress=display.show)
         except KeyboardInterrupt:
             sys.stderr.write(
                 f"conductor: training interrupted; the runs done are kept: "
@@ -109,12 +154,34 @@ def train_cmd(
 def summary(record: dict[str, Any]) -> str:
     evaluations = {e["when"]: e for e in record.get("evaluations", [])}
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
-    table = record["reward_table"]
-    lines.append(
-        f"  reward table: {table['workflow_runs']} workflow runs, {table['worker_calls']} "
-        f"worker calls; best fixed shape {table['best_fixed_shape']} "
-        f"(reward {table['best_fixed_shape_reward']})"
-    )
+    table = record.get("reward_table")
+    if table:
+        lines.append(
+            f"  reward table: {table['workflow_runs']} workflow runs, {table['worker_calls']} "
+            f"worker calls; best fixed shape {table['best_fixed_shape']} "
+            f"(reward {table['best_fixed_shape_reward']})"
+        )
+    cost = record.get("cost")
+    if cost:
+        lines.append(
+            f"  {cost['workflow_samples']} workflows sampled, {cost['worker_calls']} worker calls"
+        )
+    for entry in record.get("curve", []):
+        held = entry.get("held_out")
+        if held and ("iteration" in entry or "step" in entry):
+            when = (
+                f"round {entry['iteration']}" if "iteration" in entry else f"step {entry['step']}"
+            )
+            lines.append(
+                f"  held-out after {when}: accuracy {held['accuracy']:.3f} "
+                f"(samples right {entry['right_share']:.2f})"
+            )
+    export = record.get("export_check")
+    if export:
+        lines.append(
+            f"  export check: {export['identical']} of {export['prompts']} greedy continuations "
+            "identical in llama.cpp and torch"
+        )
     for when, label in (("before", "untrained"), ("after", "trained")):
         if when in evaluations:
             e = evaluations[when]

@@ -1,4 +1,4 @@
-"""`conductor train`: turn rewards into a better conductor (see head_method.py).
+"""`conductor train`: turn rewards into a better conductor (head_method.py, lora_method.py).
 
 Entry point: `train(config, problems, options)`. Kept free of imports so that pool building,
 which looks trained conductors up in `registry`, loads nothing else of this package.
@@ -12,22 +12,34 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..config import Config
     from ..evals.records import Problem
-    from .head_method import OnProgress, TrainOptions
+    from .session import OnProgress, TrainOptions
 
-# Measured here: the head learns routing on 2 cores in minutes (README, "Train your
-# conductor"); the LoRA methods of the issue (expert iteration, GRPO) are not built yet.
-METHODS = ("head",)
+# Measured here (README, "Train your conductor"): the head learns routing on 2 cores in
+# minutes and is the default; the LoRA methods (lora_method.py) need torch.
+METHODS = ("head", "expert-iteration", "grpo")
 
 
 def train(
     config: Config,
     problems: list[Problem],
     options: TrainOptions,
+    method: str = "head",
     *,
     data_file: Path | None = None,
     on_progress: OnProgress | None = None,
 ) -> dict[str, Any]:
-    """Train a conductor on `problems` for `config`'s pool; returns its training record."""
+    """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
+    if method != "head":
+        from .lora_method import train_lora
+
+        return train_lora(
+            config,
+            problems,
+            options,
+            method,
+            data_file=data_file,
+            on_progress=on_progress or (lambda p: None),
+        )
     from .head_method import train_head
 
     return train_head(

@@ -15,14 +15,11 @@
 from __future__ import annotations
 
 import json
-import os
-import random
 import shutil
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,157 +27,35 @@ from typing import Any
 import numpy as np
 
 from .. import paths, waiting
-from ..api import RunResult, execute, worker_infos
-from ..backends.litellm import LiteLLMProcess
-from ..backends.llamacpp import LlamaModels
-from ..backends.prefix_state import PrefixStateStore
-from ..catalog import file_sha256, load_catalog, resolve_gguf
+from ..api import worker_infos
+from ..catalog import file_sha256
 from ..conductor import plan_messages
 from ..config import Config
-from ..errors import ConductorError, ConfigError, InputError
-from ..evals import scoring
+from ..errors import InputError
 from ..evals.datasets import fingerprint
 from ..evals.records import Problem
-from ..sandbox import Sandbox
-from ..workflow import Workflow
 from . import registry
 from .features import PromptFeatures
-from .head import GENERATIONS, PCA_DIMS, Head, best_fixed_shape, evolve, fit_pca
-from .reward import reward, run_cost
+from .head import Head, best_fixed_shape, evolve, fit_pca
+from .session import (
+    OnProgress,
+    Progress,
+    Runner,
+    TrainOptions,
+    check_keys,
+    held_out_score,
+    install,
+    prepare,
+    resolve_base,
+    reward_of,
+    split,
+    work_dir,
+    write_json,
+)
 from .shapes import Shape, enumerate_shapes
 
 CHECKPOINT = "rewards.jsonl"
 TIE_BREAK = 0.001
-SPLIT = "split.json"
-
-
-@dataclass(frozen=True)
-class TrainOptions:
-    name: str
-    dataset: str  # humaneval | mcq | qa
-    holdout: float = 0.2
-    seed: int = 0
-    repeats: int = 2  # runs of each (question, shape): one lucky answer is not a policy
-    cost_weight: float = 0.0
-    generations: int = GENERATIONS
-    pca_dims: int = PCA_DIMS
-    concurrency: int = 4
-    force: bool = False
-    resume: bool = False
-    evaluate_before: bool = True
-
-
-@dataclass(frozen=True)
-class Progress:
-    stage: str  # features | rewards | evolve | held-out
-    done: int
-    total: int
-    detail: str = ""
-
-
-OnProgress = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """A conductor's score on the held-out questions."""
-
-    accuracy: float
-    reward: float
-    n: int
-    by_category: dict[str, float]
-    shapes: dict[str, int]  # workflow shape label -> how many questions got it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "accuracy": round(self.accuracy, 4),
-            "reward": round(self.reward, 4),
-            "n": self.n,
-            "by_category": {k: round(v, 4) for k, v in self.by_category.items()},
-            "shapes": self.shapes,
-        }
-
-
-def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list, list]:
-    """(training, held-out) by a seeded shuffle; each keeps the dataset's order."""
-    if not 0.0 < holdout < 1.0:
-        raise InputError(f"--holdout {holdout}: give a share between 0 and 1, e.g. 0.2")
-    order = list(range(len(problems)))
-    random.Random(seed).shuffle(order)
-    n_held = max(1, round(len(problems) * holdout))
-    held = set(order[:n_held])
-    training = [p for i, p in enumerate(problems) if i not in held]
-    held_out = [p for i, p in enumerate(problems) if i in held]
-    if len(training) < 2:
-        raise InputError(
-            f"{len(problems)} problems leave {len(training)} to train on after holding out "
-            f"{len(held_out)}; give at least 3 problems or a smaller --holdout"
-        )
-    return training, held_out
-
-
-def shape_label(workflow: Workflow) -> str:
-    return Shape(
-        tuple(s.worker for s in workflow.steps), tuple(s.sees for s in workflow.steps)
-    ).label
-
-
-def check_keys(config: Config) -> None:
-    """Every remote worker's key, before any training starts (a run would fail on each)."""
-    for i, w in enumerate(config.workers):
-        if w.api_key_env and not os.environ.get(w.api_key_env):
-            raise ConfigError(
-                f"workers[{i}] ({w.name}): environment variable {w.api_key_env} is not set; "
-                f"export {w.api_key_env}=... before training (every rollout calls it)."
-            )
-
-
-class Runner:
-    """Runs workflows and scores their answers, sharing models and litellm's helper."""
-
-    def __init__(self, config: Config, problems: Sequence[Problem]) -> None:
-        self.config = config
-        self.models = LlamaModels.for_settings(
-            config.conductor,
-            state_store=PrefixStateStore.default() if config.cache.enabled else None,
-        )
-        self.litellm = LiteLLMProcess()
-        self.sandbox = Sandbox() if any(p.kind == "code" for p in problems) else None
-
-    def run(
-        self, problem: Problem, workflow: Workflow | None, seed: int, config: Config | None = None
-    ) -> tuple[RunResult | None, bool]:
-        """(the run, whether its answer is right); (None, False) when the run failed."""
-        try:
-            run = execute(
-                problem.question,
-                config=config or self.config,
-                workflow=workflow,
-                trace=False,
-                seed=seed,
-                models=self.models,
-                litellm=self.litellm,
-            )
-        except ConductorError:
-            return None, False  # a failed run is a wrong answer
-        correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
-        return run, correct
-
-    def close(self) -> None:
-        self.litellm.close()
-        self.models.close()
-
-
-def _reward_of(run: RunResult | None, correct: bool, cost_weight: float) -> float:
-    if run is None:
-        return reward(parsed=True, correct=False)
-    totals = run.totals()
-    cost = run_cost(totals["cost"], totals["tokens_in"] + totals["tokens_out"])
-    return reward(parsed=True, correct=correct, cost=cost, cost_weight=cost_weight)
-
-
-def _work_dir(name: str) -> Path:
-    return registry.conductors_dir() / f".{name}.training"
 
 
 def _load_checkpoint(path: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
@@ -194,26 +69,6 @@ def _load_checkpoint(path: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by Ctrl-C: that run is made again
     return done
-
-
-def _prepare(work: Path, options: TrainOptions, meta: dict[str, Any]) -> None:
-    """A fresh or resumed work dir whose split matches this run's."""
-    split_file = work / SPLIT
-    if work.exists() and options.resume:
-        try:
-            old = json.loads(split_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            old = None
-        if old != meta:
-            raise InputError(
-                f"--resume: the interrupted training in {work} used another dataset, split or "
-                "pool; run without --resume to start over"
-            )
-        return
-    if work.exists():
-        shutil.rmtree(work)
-    paths.private_dir(work)
-    split_file.write_text(json.dumps(meta, indent=2), encoding="utf-8")
 
 
 def _reward_table(
@@ -248,7 +103,7 @@ def _reward_table(
             "q": problem.id,
             "shape": si,
             "repeat": r,
-            "reward": _reward_of(run, correct, options.cost_weight),
+            "reward": reward_of(run, correct, options.cost_weight),
             "correct": correct,
             "calls": run.model_calls if run else 0,
         }
@@ -279,54 +134,6 @@ def _reward_table(
     return table, calls, resumed
 
 
-def held_out_score(
-    runner: Runner,
-    held_out: Sequence[Problem],
-    conductor_model: str,
-    options: TrainOptions,
-    label: str,
-    on_progress: OnProgress,
-) -> HeldOut:
-    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question."""
-    settings = replace(runner.config.conductor, model=conductor_model)
-    config = replace(runner.config, conductor=settings)
-    rewards: list[float] = []
-    right: list[bool] = []
-    shapes: Counter[str] = Counter()
-    by_category: dict[str, list[bool]] = {}
-    for i, problem in enumerate(held_out):
-        run, correct = runner.run(problem, None, config.conductor.seed, config)
-        rewards.append(_reward_of(run, correct, options.cost_weight))
-        right.append(correct)
-        if run is not None:
-            shapes[shape_label(run.workflow)] += 1
-        by_category.setdefault(problem.category or "all", []).append(correct)
-        on_progress(Progress("held-out", i + 1, len(held_out), label))
-    return HeldOut(
-        accuracy=float(np.mean(right)),
-        reward=float(np.mean(rewards)),
-        n=len(held_out),
-        by_category={k: float(np.mean(v)) for k, v in sorted(by_category.items())},
-        shapes=dict(shapes.most_common()),
-    )
-
-
-def _install(work: Path, final: Path, force: bool) -> None:
-    """Move the trained files into place; an older conductor of that name goes only now."""
-    staged = work / "final"
-    if final.exists():
-        if not force:
-            raise InputError(f"{final} exists; add --force to replace it")
-        old = final.with_name(f".{final.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(final, old)
-        os.replace(staged, final)
-        shutil.rmtree(old)
-    else:
-        os.replace(staged, final)
-
-
 def train_head(
     config: Config,
     problems: Sequence[Problem],
@@ -351,17 +158,7 @@ def train_head(
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
     check_keys(config)
     c = config.conductor
-    base_spec = c.model
-    trained_base = registry.find(base_spec)
-    if trained_base is not None:
-        base_spec = trained_base.base_model
-    if base_spec.startswith("litellm:"):
-        raise InputError(
-            f"conductor.model {c.model!r} is served through litellm; the head reads the "
-            "conductor's hidden state, so train a local GGUF conductor"
-        )
-    catalog = load_catalog()
-    base = resolve_gguf(base_spec.removeprefix("gguf:"), catalog, "conductor.model")
+    base_spec, base = resolve_base(config, "head")
     shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
     if held_out_ids is None:
         training, held_out = split(problems, options.holdout, options.seed)
@@ -378,8 +175,8 @@ def train_head(
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
     }
-    work = _work_dir(name)
-    _prepare(work, options, meta)
+    work = work_dir(name)
+    prepare(work, options, meta)
 
     runner = Runner(config, problems)
     features: PromptFeatures | None = None
@@ -474,11 +271,11 @@ def train_head(
             "wall_seconds": None,
         }
         (staged / registry.RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
-        _install(work, final, options.force or options.resume)
+        install(work, final, options.force or options.resume)
         after = held_out_score(runner, held_out, name, options, "trained conductor", on_progress)
         record["evaluations"].append({"when": "after", **after.to_dict()})
         record["wall_seconds"] = round(time.monotonic() - started, 1)
-        _write_json(final / registry.RECORD, record)
+        write_json(final / registry.RECORD, record)
         shutil.rmtree(work, ignore_errors=True)
         return record
     finally:
@@ -492,11 +289,6 @@ def _require_cma() -> None:
         import cma  # noqa: F401
     except ImportError:
         raise InputError(
-            "the head method needs the cma package: pip install 'conductor-cli[train]'"
+            "the head method needs the cma package: pip install 'conductor-cli[train-head]' "
+            "(or [train], which adds torch for the LoRA methods)"
         ) from None
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # a reader sees the old record or the new one, never half of one

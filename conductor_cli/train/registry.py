@@ -19,6 +19,7 @@ from ..errors import InputError, ModelError
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RECORD = "record.json"
 HEAD = "head.json"
+ADAPTER = "adapter.gguf"  # the LoRA methods: what llama.cpp applies to the base GGUF
 
 
 def pool_fingerprint(workers: Sequence[Any]) -> str:
@@ -59,18 +60,31 @@ class TrainedConductor:
         return self.directory / HEAD
 
     @property
+    def adapter_path(self) -> Path | None:
+        """The LoRA adapter in GGUF, for the LoRA methods; None for a head."""
+        path = self.directory / ADAPTER
+        return path if self.method != "head" else None
+
+    def adapter_sha256(self) -> str:
+        """Of the adapter's bytes: part of the cache key of every reply planned with it."""
+        assert self.adapter_path is not None
+        return hashlib.sha256(self.adapter_path.read_bytes()).hexdigest()
+
+    @property
     def pool(self) -> list[str]:
         return [str(w["name"]) for w in self.record.get("pool", [])]
 
 
 def find(name: str) -> TrainedConductor | None:
-    """The trained conductor called `name`, None if there is none (a catalog name, a path)."""
-    if not NAME_RE.match(name):
+    """The trained conductor called `name`, or in the directory `name` (one copied elsewhere,
+    or a training's intermediate one); None if there is none (a catalog name, a GGUF path)."""
+    if NAME_RE.match(name) and (conductors_dir() / name / RECORD).is_file():
+        directory = conductors_dir() / name
+    elif not name.endswith(".gguf") and (Path(name).expanduser() / RECORD).is_file():
+        directory = Path(name).expanduser()
+    else:
         return None
-    directory = conductors_dir() / name
     record_file = directory / RECORD
-    if not record_file.is_file():
-        return None
     try:
         record = json.loads(record_file.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -79,7 +93,7 @@ def find(name: str) -> TrainedConductor | None:
         ) from None
     if not isinstance(record, dict) or "base_model" not in record:
         raise ModelError(f"{record_file}: not a training record (no base_model); train it again")
-    return TrainedConductor(name, directory, record)
+    return TrainedConductor(directory.name, directory, record)
 
 
 def list_trained() -> list[TrainedConductor]:

@@ -1,0 +1,522 @@
+"""`conductor train --method expert-iteration | grpo`: a LoRA on the conductor's own weights.
+
+Both methods share one loop body: sample workflows for training questions from the current
+conductor (llama.cpp, the pool's grammar, the exported adapter: what `ask` runs), run each on
+the pool through the project's engine, score the answer (1 / 0.5 / 0, minus cost), and fit the
+LoRA in torch on the routing decisions of the samples (routing.py). They differ in what is fit:
+
+- expert iteration: per question, the shape whose samples scored best on average (more than
+  one execution judges it, not one lucky answer), fewest steps among equals; up to 3 of its
+  right samples are fit by maximum likelihood. A share `explore` of the samples has its shape
+  drawn uniformly and forced by the grammar, so no kind of question is left without a right
+  example once the policy grows confident.
+- GRPO (the paper's): every sample, weighted by its reward minus its group's mean over the
+  group's spread; one optimizer step per batch of questions, on policy, no KL term.
+
+Every round (or `eval_every` steps) the adapter is exported and the held-out questions are
+planned greedily through `ask`'s path with it: the held-out curve in `record.json`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import paths, waiting
+from ..api import worker_infos
+from ..backends.llamacpp import LlamaCppBackend
+from ..catalog import ResolvedModel, file_sha256
+from ..conductor import Conductor, WorkerInfo
+from ..config import Config
+from ..errors import InputError, WorkflowError
+from ..evals.datasets import fingerprint
+from ..evals.records import Problem
+from . import registry
+from .examples import Encoder, Example
+from .session import (
+    HeldOut,
+    OnProgress,
+    Progress,
+    Runner,
+    TrainOptions,
+    check_keys,
+    held_out_score,
+    install,
+    prepare,
+    resolve_base,
+    reward_of,
+    shape_label,
+    split,
+    work_dir,
+    write_json,
+)
+from .shapes import Shape, enumerate_shapes, shape_grammar
+
+LORA_METHODS = ("expert-iteration", "grpo")
+LEARNING_RATE = {"expert-iteration": 1e-3, "grpo": 3e-4}  # measured here (PITFALLS, Learning)
+KEEP_PER_QUESTION = 3
+MINIBATCH = 16
+TIE_BREAK = 0.001  # per step: among equally right shapes, the shorter
+STATE = "state.json"
+POLICY = "policy"
+SAMPLES = "samples.jsonl"
+
+
+@dataclass(frozen=True)
+class Sample:
+    q: str
+    index: int
+    reply: str
+    shape: str
+    steps: int
+    forced: bool
+    reward: float
+    correct: float  # share of its runs that were right
+    calls: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+class FixedShape:
+    """A chooser that forces one shape; the conductor writes the tasks (exploration)."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+
+    def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
+        return shape_grammar(self.shape)
+
+    def close(self) -> None:
+        pass
+
+
+class Sampler:
+    """Samples and scores workflows with one adapter (None: the untrained conductor)."""
+
+    def __init__(
+        self,
+        runner: Runner,
+        base: ResolvedModel,
+        adapter: Path | None,
+        infos: Sequence[WorkerInfo],
+        shapes: Sequence[Shape],
+        options: TrainOptions,
+    ) -> None:
+        if adapter is None:
+            self.backend = LlamaCppBackend(runner.models, base.path, base.sha256())
+        else:
+            sha = file_sha256(adapter)
+            self.backend = LlamaCppBackend(runner.models, base.path, base.sha256(), adapter, sha)
+        self.runner = runner
+        self.infos = list(infos)
+        self.shapes = list(shapes)
+        self.options = options
+        self.max_steps = runner.config.conductor.max_steps
+
+    def sample(self, problem: Problem, index: int, seed: int, forced: Shape | None) -> Sample:
+        conductor = Conductor(
+            self.backend,
+            temperature=1.0,
+            seed=seed,
+            chooser=FixedShape(forced) if forced else None,
+        )
+        try:
+            plan = conductor.plan(problem.question, self.infos, (), self.max_steps)
+        except WorkflowError:
+            return Sample(problem.id, index, "", "", 0, forced is not None, 0.0, 0.0, 0)
+        rewards = []
+        right = []
+        calls = 0
+        for r in range(self.options.repeats):
+            run, correct = self.runner.run(
+                problem, plan.workflow, self.runner.config.conductor.seed + 7919 * r
+            )
+            rewards.append(reward_of(run, correct, self.options.cost_weight))
+            right.append(correct)
+            calls += run.model_calls if run else 0
+        return Sample(
+            problem.id,
+            index,
+            plan.reply,
+            shape_label(plan.workflow),
+            len(plan.workflow.steps),
+            forced is not None,
+            float(np.mean(rewards)),
+            float(np.mean(right)),
+            calls,
+        )
+
+
+def _load_samples(path: Path) -> dict[tuple[str, int], Sample]:
+    done: dict[tuple[str, int], Sample] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+                done[(row["q"], int(row["index"]))] = Sample(**row)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by Ctrl-C: that sample is drawn again
+    return done
+
+
+def sample_round(
+    sampler: Sampler,
+    problems: Sequence[Problem],
+    n: int,
+    explore: float,
+    seed: int,
+    checkpoint: Path,
+    on_progress: OnProgress,
+    stage: str,
+) -> list[Sample]:
+    """`n` scored samples per problem; each is appended to `checkpoint` as it finishes, so an
+    interrupted round resumes with the samples it has."""
+    done = _load_samples(checkpoint)
+    rng = random.Random(seed)
+    jobs = []
+    for qi, problem in enumerate(problems):
+        for i in range(n):
+            # Drawn for every sample, done or not: a resumed round forces the same shapes.
+            forced = rng.choice(sampler.shapes) if rng.random() < explore else None
+            if (problem.id, i) not in done:
+                jobs.append((problem, i, seed * 100_003 + qi * 101 + i, forced))
+    total = len(problems) * n
+    finished = total - len(jobs)
+    on_progress(Progress(stage, finished, total))
+    with (
+        checkpoint.open("a", encoding="utf-8") as out,
+        ThreadPoolExecutor(max_workers=sampler.options.concurrency) as pool,
+    ):
+        futures = [pool.submit(sampler.sample, *job) for job in jobs]
+        try:
+            for future in futures:
+                s = waiting.result(future)
+                out.write(json.dumps(s.to_dict()) + "\n")
+                out.flush()
+                done[(s.q, s.index)] = s
+                finished += 1
+                right = np.mean([x.correct for x in done.values()])
+                on_progress(Progress(stage, finished, total, f"right {right:.2f}"))
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return [done[(p.id, i)] for p in problems for i in range(n)]
+
+
+def select_experts(samples: Sequence[Sample]) -> list[Sample]:
+    """Per question: the right samples of the shape that scored best over all its samples."""
+    by_q: dict[str, list[Sample]] = {}
+    for s in samples:
+        if s.reply:
+            by_q.setdefault(s.q, []).append(s)
+    kept: list[Sample] = []
+    for group in by_q.values():
+        by_shape: dict[str, list[Sample]] = {}
+        for s in group:
+            by_shape.setdefault(s.shape, []).append(s)
+        best = max(
+            by_shape.values(),
+            key=lambda ss: np.mean([s.reward for s in ss]) - TIE_BREAK * ss[0].steps,
+        )
+        right = [s for s in best if s.correct >= 0.5]
+        kept.extend(sorted(right, key=lambda s: -s.correct)[:KEEP_PER_QUESTION])
+    return kept
+
+
+def grpo_weights(samples: Sequence[Sample]) -> list[float]:
+    """Each sample's advantage: its reward against its question's group (mean, spread)."""
+    by_q: dict[str, list[float]] = {}
+    for s in samples:
+        by_q.setdefault(s.q, []).append(s.reward)
+    out = []
+    for s in samples:
+        group = np.array(by_q[s.q])
+        spread = float(group.std())
+        out.append(0.0 if spread < 1e-6 else float((s.reward - group.mean()) / spread))
+    return out
+
+
+def _conductor_dir(directory: Path, policy: Any, record: dict[str, Any]) -> Path:
+    """A trained conductor in `directory` (adapter + record) that `conductor.model` may name."""
+    paths.private_dir(directory)
+    policy.export(directory / registry.ADAPTER)
+    write_json(directory / registry.RECORD, record)
+    return directory
+
+
+def train_lora(
+    config: Config,
+    problems: Sequence[Problem],
+    options: TrainOptions,
+    method: str,
+    *,
+    data_file: Path | None = None,
+    on_progress: OnProgress = lambda p: None,
+    held_out_ids: frozenset[str] | None = None,
+) -> dict[str, Any]:
+    """Train a LoRA conductor on `problems` for `config`'s pool; returns the training record."""
+    from .policy import Policy, pick_device, require_torch
+
+    started = time.monotonic()
+    if method not in LORA_METHODS:
+        raise InputError(f"--method {method!r}: use one of head, {', '.join(LORA_METHODS)}")
+    require_torch()
+    name = registry.check_name(options.name)
+    final = registry.conductors_dir() / name
+    if final.exists() and not (options.force or options.resume):
+        raise InputError(f"a conductor named {name!r} exists ({final}); add --force to replace it")
+    for flag, value in (
+        ("--repeats", options.repeats),
+        ("--samples", options.samples),
+        ("--iterations", options.iterations),
+        ("--steps", options.steps),
+    ):
+        if value < 1:
+            raise InputError(f"{flag} {value}: must be at least 1")
+    check_keys(config)
+    c = config.conductor
+    base_spec, base = resolve_base(config, method)
+    device = pick_device(options.device, base.path)
+    lr = options.learning_rate or LEARNING_RATE[method]
+    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
+    if held_out_ids is None:
+        training, held_out = split(problems, options.holdout, options.seed)
+    else:
+        training = [p for p in problems if p.id not in held_out_ids]
+        held_out = [p for p in problems if p.id in held_out_ids]
+    meta = {
+        "method": method,
+        "dataset": options.dataset,
+        "problems": fingerprint(problems),
+        "held_out": sorted(p.id for p in held_out),
+        "seed": options.seed,
+        "repeats": options.repeats,
+        "samples": options.samples,
+        "pool": registry.pool_fingerprint(config.workers),
+        "cost_weight": options.cost_weight,
+        "learning_rate": lr,
+        "rank": options.rank,
+    }
+    work = work_dir(name)
+    prepare(work, options, meta)
+    state_file = work / STATE
+    state: dict[str, Any] = {"done": 0, "curve": [], "calls": 0, "samples": 0}
+    if options.resume and state_file.exists():
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    record_base = {
+        "name": name,
+        "method": method,
+        "base_model": base_spec,
+        "pool": [
+            {"name": w.name, "model": w.model, "description": w.description} for w in config.workers
+        ],
+        "pool_fingerprint": registry.pool_fingerprint(config.workers),
+        "max_steps": c.max_steps,
+    }
+    runner = Runner(config, problems)
+    encoder = Encoder(base.path)
+    policy_dir = work / POLICY
+    policy = Policy(
+        base.path,
+        device=device,
+        rank=options.rank,
+        checkpoint=policy_dir if policy_dir.exists() else None,
+        seed=options.seed,
+    )
+    if policy_dir.exists():
+        policy.load_optimizer(policy_dir, lr)
+    try:
+        infos = worker_infos(config.workers, 0, c.max_depth)
+        fit_seconds = 0.0
+        sample_seconds = 0.0
+
+        def evaluate(label: str, directory: Path | None) -> HeldOut:
+            model = str(directory) if directory is not None else c.model
+            return held_out_score(runner, held_out, model, options, label, on_progress)
+
+        before = None
+        if options.evaluate_before:
+            before = state.get("before")
+            if before is None:
+                before = evaluate("untrained conductor", None).to_dict()
+                state["before"] = before
+                write_json(state_file, state)
+        total = options.iterations if method == "expert-iteration" else options.steps
+        order = list(range(len(training)))
+        random.Random(options.seed).shuffle(order)
+        while state["done"] < total:
+            k = state["done"] + 1
+            current = work / f"adapter-{k - 1}" if k > 1 else None
+            sampler = Sampler(
+                runner,
+                base,
+                current / registry.ADAPTER if current else None,
+                infos,
+                shapes,
+                options,
+            )
+            if method == "expert-iteration":
+                batch = training
+                explore = options.explore
+                stage = f"round {k}/{total}: sampling"
+            else:
+                per = options.questions_per_step
+                batch = [training[order[(i + (k - 1) * per) % len(order)]] for i in range(per)]
+                explore = 0.0  # on policy
+                stage = f"step {k}/{total}: sampling"
+            t0 = time.monotonic()
+            step_dir = work / f"samples-{k}"
+            paths.private_dir(step_dir)
+            samples = sample_round(
+                sampler,
+                batch,
+                options.samples,
+                explore,
+                options.seed * 1000 + k,
+                step_dir / SAMPLES,
+                on_progress,
+                stage,
+            )
+            sample_seconds += time.monotonic() - t0
+            messages = {p.id: p for p in batch}
+            t0 = time.monotonic()
+            if method == "expert-iteration":
+                chosen = select_experts(samples)
+                weights = [1.0] * len(chosen)
+                examples = [_example(encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
+                rng = random.Random(options.seed + k)
+                steps = max(1, (len(examples) + MINIBATCH - 1) // MINIBATCH) * options.epochs
+                done_steps = 0
+                for _ in range(options.epochs):
+                    idx = list(range(len(examples)))
+                    rng.shuffle(idx)
+                    for start in range(0, len(idx), MINIBATCH):
+                        part = [examples[i] for i in idx[start : start + MINIBATCH]]
+                        loss = policy.step(part, [1.0] * len(part), lr)
+                        done_steps += 1
+                        on_progress(
+                            Progress(
+                                f"round {k}/{total}: fitting", done_steps, steps, f"loss {loss:.3f}"
+                            )
+                        )
+                kept = len(examples)
+            else:
+                weights = grpo_weights(samples)
+                used = [(s, w) for s, w in zip(samples, weights, strict=True) if s.reply and w]
+                examples = [
+                    _example(encoder, messages[s.q], s, infos, c.max_steps) for s, _ in used
+                ]
+                if examples:
+                    policy.step(examples, [w for _, w in used], lr, minibatch=4)
+                kept = len(examples)
+            fit_seconds += time.monotonic() - t0
+            entry: dict[str, Any] = {
+                "iteration" if method == "expert-iteration" else "step": k,
+                "samples": len(samples),
+                "right_share": round(float(np.mean([s.correct for s in samples])), 4),
+                "mean_reward": round(float(np.mean([s.reward for s in samples])), 4),
+                "reward_spread": round(float(np.std([s.reward for s in samples])), 4),
+                "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
+                "fitted": kept,
+            }
+            directory = _conductor_dir(
+                work / f"adapter-{k}", policy, {**record_base, "intermediate": k}
+            )
+            evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
+            if evaluate_now:
+                label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
+                entry["held_out"] = evaluate(label, directory).to_dict()
+            policy.save(policy_dir)
+            state["done"] = k
+            state["curve"].append(entry)
+            state["calls"] += sum(s.calls for s in samples)
+            state["samples"] += len(samples)
+            write_json(state_file, state)  # after the policy: a resume never fits k twice
+            if current is not None:
+                shutil.rmtree(current, ignore_errors=True)
+        from .export_check import check_export
+
+        staged = work / "final"
+        if staged.exists():
+            shutil.rmtree(staged)
+        paths.private_dir(staged)
+        policy.export(staged / registry.ADAPTER)
+        policy.save_adapter(staged / "peft")
+        on_progress(Progress("export check", 0, 1))
+        export = check_export(policy, base.path, staged / registry.ADAPTER)
+        on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
+        last = state["curve"][-1].get("held_out") if state["curve"] else None
+        record: dict[str, Any] = {
+            **record_base,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "base_sha256": file_sha256(base.path),
+            "dataset": {
+                "kind": options.dataset,
+                "file": str(data_file) if data_file else None,
+                "fingerprint": meta["problems"],
+                "problems": len(problems),
+                "training": len(training),
+                "held_out": len(held_out),
+                "holdout": options.holdout,
+                "split_seed": options.seed,
+            },
+            "hyperparameters": {
+                "iterations" if method == "expert-iteration" else "steps": total,
+                "samples_per_question": options.samples,
+                "questions_per_step": options.questions_per_step if method == "grpo" else None,
+                "repeats": options.repeats,
+                "explore": options.explore if method == "expert-iteration" else 0.0,
+                "epochs": options.epochs if method == "expert-iteration" else 1,
+                "learning_rate": lr,
+                "lora_rank": options.rank,
+                "lora_alpha": policy.alpha,
+                "lora_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "loss_on": "routing decisions (worker names, sees, step count)",
+                "cost_weight": options.cost_weight,
+            },
+            "curve": state["curve"],
+            "evaluations": (
+                ([{"when": "before", **state["before"]}] if state.get("before") else [])
+                + ([{"when": "after", **last}] if last else [])
+            ),
+            "cost": {
+                "workflow_samples": state["samples"],
+                "worker_calls": state["calls"],
+                "sampling_seconds_this_session": round(sample_seconds, 1),
+                "fitting_seconds_this_session": round(fit_seconds, 1),
+            },
+            "export_check": export,
+            "device": f"{device} (torch) + cpu (llama.cpp sampling)",
+            "wall_seconds": round(time.monotonic() - started, 1),
+        }
+        write_json(staged / registry.RECORD, record)
+        install(work, final, options.force or options.resume)
+        shutil.rmtree(work, ignore_errors=True)
+        return record
+    finally:
+        encoder.close()
+        runner.close()
+
+
+def _example(
+    encoder: Encoder,
+    problem: Problem,
+    sample: Sample,
+    infos: Sequence[WorkerInfo],
+    max_steps: int,
+) -> Example:
+    from ..conductor import plan_messages
+
+    return encoder.example(plan_messages(problem.question, infos, (), max_steps), sample.reply)

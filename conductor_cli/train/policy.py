@@ -1,0 +1,259 @@
+"""The conductor as a trainable policy: its GGUF loaded into transformers (dequantized) with a
+peft LoRA on the attention projections, the log-probability of a reply's routing decisions,
+weighted gradient steps, checkpoints, and export to the `adapter.gguf` llama.cpp applies.
+
+The only module of the project that imports torch; `conductor train --method head` never loads
+it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .adapter_gguf import MODULES, pairs_from_peft, write_adapter
+from .examples import Example
+
+TORCH_EXTRA = "pip install 'conductor-cli[train]' (torch, transformers, peft, gguf; about 6 GB)"
+# Above this a conductor's GGUF is a multi-billion-parameter model: fitting a LoRA to it on
+# a CPU takes hours a round (the 98 MB default takes minutes).
+CPU_MAX_BYTES = 1_500_000_000
+
+
+def require_torch() -> None:
+    missing = []
+    for module in ("torch", "transformers", "peft", "gguf"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise InputError(
+            f"the LoRA methods need {', '.join(missing)}: {TORCH_EXTRA}; "
+            "or train with --method head, which needs no torch"
+        )
+
+
+def pick_device(requested: str, base: Path) -> str:
+    """`auto`: CUDA when torch sees it, else the CPU; a big conductor on the CPU is refused."""
+    import torch
+
+    if requested not in ("auto", "cpu", "cuda"):
+        raise InputError(f"--device {requested!r}: use auto, cpu or cuda")
+    cuda = torch.cuda.is_available()
+    if requested == "cuda" and not cuda:
+        raise InputError("--device cuda: torch sees no CUDA device here; use --device cpu")
+    device = "cuda" if requested == "cuda" or (requested == "auto" and cuda) else "cpu"
+    size = base.stat().st_size
+    if device == "cpu" and size > CPU_MAX_BYTES:
+        raise InputError(
+            f"{base.name} is {size / 1e9:.1f} GB: training its LoRA needs a GPU (on this CPU a "
+            "round would take hours); run on a machine with CUDA, or use --method head"
+        )
+    return device
+
+
+class Policy:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        device: str,
+        rank: int,
+        checkpoint: Path | None = None,
+        seed: int = 0,
+    ) -> None:
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        torch.manual_seed(seed)
+        self.device = device
+        self.rank = rank
+        self.alpha = 2.0 * rank
+        try:
+            # transformers' GGUF reader draws its own tqdm bar and warns of deprecations on
+            # stderr; the training display is ours.
+            with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(base.parent), gguf_file=base.name, dtype=torch.float32
+                )
+        except (ValueError, OSError, KeyError, RuntimeError) as e:
+            raise InputError(
+                f"transformers cannot load {base} for training ({e}); the LoRA methods "
+                "need a GGUF of an architecture transformers reads (llama, qwen2, ...), or "
+                "use --method head"
+            ) from None
+        # The GGUF was dequantized on load: these weights are plain floats, and the marks
+        # left by the GGUF "quantizer" only make peft and trainers refuse them.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer.remove_quantization_config(model)
+        config = model.config
+        self.n_head = int(config.num_attention_heads)
+        self.n_head_kv = int(getattr(config, "num_key_value_heads", None) or self.n_head)
+        if config.model_type != "llama":
+            # adapter_gguf.py writes llama's tensor names and Q/K row order, checked only there.
+            raise InputError(
+                f"{base.name} is a {config.model_type} model; the LoRA methods export adapters "
+                "for llama-architecture conductors (SmolLM2, Llama) only; use --method head"
+            )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if checkpoint is not None:
+                self.model: Any = PeftModel.from_pretrained(
+                    model, str(checkpoint), is_trainable=True
+                )
+            else:
+                lora = LoraConfig(
+                    r=rank, lora_alpha=self.alpha, target_modules=list(MODULES), lora_dropout=0.0
+                )
+                self.model = get_peft_model(model, lora)
+        self.model.to(device)
+        self._params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer: Any = None
+
+    def _batch(self, examples: Sequence[Example]) -> tuple[Any, Any, Any, int]:
+        """Left-padded ids, attention mask and positions; every reply ends at the last column."""
+        import torch
+
+        length = max(len(e.prompt) + len(e.reply) for e in examples)
+        ids = torch.zeros((len(examples), length), dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for i, e in enumerate(examples):
+            seq = [*e.prompt, *e.reply]
+            ids[i, length - len(seq) :] = torch.tensor(seq)
+            attention[i, length - len(seq) :] = 1
+        positions = (attention.cumsum(1) - 1).clamp(min=0)
+        keep = max(len(e.reply) for e in examples) + 1
+        return ids.to(self.device), attention.to(self.device), positions.to(self.device), keep
+
+    def routing_logprobs(self, examples: Sequence[Example]) -> tuple[Any, Any]:
+        """(sum of log p over each reply's routing tokens, their count), with gradients."""
+        import torch
+
+        ids, attention, positions, keep = self._batch(examples)
+        # Only the reply's positions: logits over 49k tokens at every prompt position would
+        # take gigabytes.
+        out = self.model(
+            input_ids=ids,
+            attention_mask=attention,
+            position_ids=positions,
+            logits_to_keep=keep,
+        )
+        logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)  # predicts the last keep-1
+        sums = []
+        counts = []
+        for i, e in enumerate(examples):
+            r = len(e.reply)
+            rows = logp[i, logp.shape[1] - r :]
+            targets = torch.tensor(e.reply, device=self.device)
+            token_logp = rows.gather(1, targets[:, None])[:, 0]
+            mask = torch.tensor(e.mask, device=self.device, dtype=token_logp.dtype)
+            sums.append((token_logp * mask).sum())
+            counts.append(mask.sum())
+        return torch.stack(sums), torch.stack(counts)
+
+    def step(
+        self,
+        examples: Sequence[Example],
+        weights: Sequence[float],
+        learning_rate: float,
+        minibatch: int = 4,
+    ) -> float:
+        """One optimizer step on -sum(w * log p(routing)) / routing tokens, accumulated over
+        minibatches (memory stays small on a CPU); returns the loss."""
+        import torch
+
+        if self.optimizer is None:
+            self.optimizer = torch.optim.AdamW(self._params, lr=learning_rate, weight_decay=0.0)
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = sum(max(1, sum(e.mask)) for e in examples)
+        loss_value = 0.0
+        for start in range(0, len(examples), minibatch):
+            chunk = examples[start : start + minibatch]
+            w = torch.tensor(weights[start : start + minibatch], device=self.device)
+            sums, _ = self.routing_logprobs(chunk)
+            loss = -(w * sums).sum() / total
+            loss.backward()
+            loss_value += float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(self._params, 1.0)
+        self.optimizer.step()
+        return loss_value
+
+    def greedy(self, prompt: Sequence[int], n: int) -> list[int]:
+        """The next `n` tokens by argmax, end-of-turn included (the export check compares them
+        with llama.cpp's; `generate` would stop at, or with min_new_tokens ban, that token)."""
+        import torch
+
+        self.model.eval()
+        out: list[int] = []
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # past_key_values' rename, in transformers 5
+            ids = torch.tensor([list(prompt)], device=self.device)
+            past = None
+            for _ in range(n):
+                result = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+                past = result.past_key_values
+                token = int(result.logits[0, -1].argmax())
+                out.append(token)
+                ids = torch.tensor([[token]], device=self.device)
+        return out
+
+    def export(self, path: Path) -> None:
+        """The adapter as llama.cpp loads it (adapter_gguf.py)."""
+        state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
+        write_adapter(
+            path,
+            pairs_from_peft(state),
+            alpha=self.alpha,
+            n_head=self.n_head,
+            n_head_kv=self.n_head_kv,
+            architecture="llama",
+        )
+
+    def save_adapter(self, directory: Path) -> None:
+        """The peft adapter alone (PeftModel.from_pretrained reads it)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model.save_pretrained(str(directory))
+
+    def save(self, directory: Path) -> None:
+        """The peft adapter and the optimizer's state, replacing `directory` in one rename."""
+        import torch
+
+        tmp = directory.with_name(f".{directory.name}.tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        with warnings.catch_warnings():  # peft looks for the base's config.json, absent here
+            warnings.simplefilter("ignore")
+            self.model.save_pretrained(str(tmp))
+        if self.optimizer is not None:
+            torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
+        old = directory.with_name(f".{directory.name}.old")
+        if directory.exists():
+            os.replace(directory, old)
+        os.replace(tmp, directory)
+        if old.exists():
+            shutil.rmtree(old)
+
+    def load_optimizer(self, directory: Path, learning_rate: float) -> None:
+        import torch
+
+        state = directory / "optimizer.pt"
+        if state.is_file():
+            self.optimizer = torch.optim.AdamW(self._params, lr=learning_rate, weight_decay=0.0)
+            self.optimizer.load_state_dict(torch.load(state, map_location=self.device))

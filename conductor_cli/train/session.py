@@ -1,0 +1,266 @@
+"""What every training method shares: options, the split, the runner that executes and scores
+workflows through the project's own engine, the held-out score through `ask`'s planning path,
+and the work dir that makes an interrupted training resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import paths
+from ..api import RunResult, execute
+from ..backends.litellm import LiteLLMProcess
+from ..backends.llamacpp import LlamaModels
+from ..backends.prefix_state import PrefixStateStore
+from ..catalog import ResolvedModel, load_catalog, resolve_gguf
+from ..config import Config
+from ..errors import ConductorError, ConfigError, InputError
+from ..evals import scoring
+from ..evals.records import Problem
+from ..sandbox import Sandbox
+from ..workflow import Workflow
+from . import registry
+from .head import GENERATIONS, PCA_DIMS
+from .reward import reward, run_cost
+from .shapes import Shape
+
+SPLIT = "split.json"
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    name: str
+    dataset: str  # humaneval | mcq | qa
+    holdout: float = 0.2
+    seed: int = 0
+    repeats: int = 2  # runs of each (question, shape): one lucky answer is not a policy
+    cost_weight: float = 0.0
+    generations: int = GENERATIONS
+    pca_dims: int = PCA_DIMS
+    concurrency: int = 4
+    force: bool = False
+    resume: bool = False
+    evaluate_before: bool = True
+    # The LoRA methods (lora_method.py)
+    iterations: int = 3  # expert iteration: rounds of sample -> run -> keep the right -> fit
+    samples: int = 8  # workflows sampled per question (a round, or a GRPO group)
+    steps: int = 40  # GRPO: optimizer steps
+    questions_per_step: int = 4  # GRPO
+    eval_every: int = 10  # GRPO: held-out score every N steps
+    learning_rate: float | None = None  # None: the method's default
+    epochs: int = 6  # expert iteration: passes over the kept workflows per round
+    rank: int = 16
+    explore: float = 0.25  # share of a question's samples whose shape is drawn uniformly
+    device: str = "auto"  # auto | cpu | cuda
+
+
+@dataclass(frozen=True)
+class Progress:
+    stage: str  # features | rewards | evolve | held-out
+    done: int
+    total: int
+    detail: str = ""
+
+
+OnProgress = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A conductor's score on the held-out questions."""
+
+    accuracy: float
+    reward: float
+    n: int
+    by_category: dict[str, float]
+    shapes: dict[str, int]  # workflow shape label -> how many questions got it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "accuracy": round(self.accuracy, 4),
+            "reward": round(self.reward, 4),
+            "n": self.n,
+            "by_category": {k: round(v, 4) for k, v in self.by_category.items()},
+            "shapes": self.shapes,
+        }
+
+
+def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list, list]:
+    """(training, held-out) by a seeded shuffle; each keeps the dataset's order."""
+    if not 0.0 < holdout < 1.0:
+        raise InputError(f"--holdout {holdout}: give a share between 0 and 1, e.g. 0.2")
+    order = list(range(len(problems)))
+    random.Random(seed).shuffle(order)
+    n_held = max(1, round(len(problems) * holdout))
+    held = set(order[:n_held])
+    training = [p for i, p in enumerate(problems) if i not in held]
+    held_out = [p for i, p in enumerate(problems) if i in held]
+    if len(training) < 2:
+        raise InputError(
+            f"{len(problems)} problems leave {len(training)} to train on after holding out "
+            f"{len(held_out)}; give at least 3 problems or a smaller --holdout"
+        )
+    return training, held_out
+
+
+def shape_label(workflow: Workflow) -> str:
+    return Shape(
+        tuple(s.worker for s in workflow.steps), tuple(s.sees for s in workflow.steps)
+    ).label
+
+
+def check_keys(config: Config) -> None:
+    """Every remote worker's key, before any training starts (a run would fail on each)."""
+    for i, w in enumerate(config.workers):
+        if w.api_key_env and not os.environ.get(w.api_key_env):
+            raise ConfigError(
+                f"workers[{i}] ({w.name}): environment variable {w.api_key_env} is not set; "
+                f"export {w.api_key_env}=... before training (every rollout calls it)."
+            )
+
+
+class Runner:
+    """Runs workflows and scores their answers, sharing models and litellm's helper."""
+
+    def __init__(self, config: Config, problems: Sequence[Problem]) -> None:
+        self.config = config
+        self.models = LlamaModels.for_settings(
+            config.conductor,
+            state_store=PrefixStateStore.default() if config.cache.enabled else None,
+        )
+        self.litellm = LiteLLMProcess()
+        self.sandbox = Sandbox() if any(p.kind == "code" for p in problems) else None
+
+    def run(
+        self, problem: Problem, workflow: Workflow | None, seed: int, config: Config | None = None
+    ) -> tuple[RunResult | None, bool]:
+        """(the run, whether its answer is right); (None, False) when the run failed."""
+        try:
+            run = execute(
+                problem.question,
+                config=config or self.config,
+                workflow=workflow,
+                trace=False,
+                seed=seed,
+                models=self.models,
+                litellm=self.litellm,
+            )
+        except ConductorError:
+            return None, False  # a failed run is a wrong answer
+        correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
+        return run, correct
+
+    def close(self) -> None:
+        self.litellm.close()
+        self.models.close()
+
+
+def reward_of(run: RunResult | None, correct: bool, cost_weight: float) -> float:
+    if run is None:
+        return reward(parsed=True, correct=False)
+    totals = run.totals()
+    cost = run_cost(totals["cost"], totals["tokens_in"] + totals["tokens_out"])
+    return reward(parsed=True, correct=correct, cost=cost, cost_weight=cost_weight)
+
+
+def work_dir(name: str) -> Path:
+    return registry.conductors_dir() / f".{name}.training"
+
+
+def prepare(work: Path, options: TrainOptions, meta: dict[str, Any]) -> None:
+    """A fresh or resumed work dir whose split matches this run's."""
+    split_file = work / SPLIT
+    if work.exists() and options.resume:
+        try:
+            old = json.loads(split_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            old = None
+        if old != meta:
+            raise InputError(
+                f"--resume: the interrupted training in {work} used another dataset, split or "
+                "pool; run without --resume to start over"
+            )
+        return
+    if work.exists():
+        shutil.rmtree(work)
+    paths.private_dir(work)
+    split_file.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+
+
+def held_out_score(
+    runner: Runner,
+    held_out: Sequence[Problem],
+    conductor_model: str,
+    options: TrainOptions,
+    label: str,
+    on_progress: OnProgress,
+) -> HeldOut:
+    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question."""
+    settings = replace(runner.config.conductor, model=conductor_model)
+    config = replace(runner.config, conductor=settings)
+    rewards: list[float] = []
+    right: list[bool] = []
+    shapes: Counter[str] = Counter()
+    by_category: dict[str, list[bool]] = {}
+    for i, problem in enumerate(held_out):
+        run, correct = runner.run(problem, None, config.conductor.seed, config)
+        rewards.append(reward_of(run, correct, options.cost_weight))
+        right.append(correct)
+        if run is not None:
+            shapes[shape_label(run.workflow)] += 1
+        by_category.setdefault(problem.category or "all", []).append(correct)
+        on_progress(Progress("held-out", i + 1, len(held_out), label))
+    return HeldOut(
+        accuracy=float(np.mean(right)),
+        reward=float(np.mean(rewards)),
+        n=len(held_out),
+        by_category={k: float(np.mean(v)) for k, v in sorted(by_category.items())},
+        shapes=dict(shapes.most_common()),
+    )
+
+
+def install(work: Path, final: Path, force: bool) -> None:
+    """Move the trained files into place; an older conductor of that name goes only now."""
+    staged = work / "final"
+    if final.exists():
+        if not force:
+            raise InputError(f"{final} exists; add --force to replace it")
+        old = final.with_name(f".{final.name}.old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(final, old)
+        os.replace(staged, final)
+        shutil.rmtree(old)
+    else:
+        os.replace(staged, final)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    os.replace(tmp, path)  # a reader sees the old record or the new one, never half of one
+
+
+def resolve_base(config: Config, method: str) -> tuple[str, ResolvedModel]:
+    """(the base model's spec, its GGUF): a trained conductor trains again from its base."""
+    c = config.conductor
+    base_spec = c.model
+    trained_base = registry.find(base_spec)
+    if trained_base is not None:
+        base_spec = trained_base.base_model
+    if base_spec.startswith("litellm:"):
+        raise InputError(
+            f"conductor.model {c.model!r} is served through litellm; --method {method} trains "
+            "the conductor's own weights or hidden state, so train a local GGUF conductor"
+        )
+    base = resolve_gguf(base_spec.removeprefix("gguf:"), load_catalog(), "conductor.model")
+    return base_spec, base

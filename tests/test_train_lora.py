@@ -1,0 +1,176 @@
+"""`conductor train --method expert-iteration | grpo`: a LoRA on the conductor's weights, trained
+in torch (transformers + peft, the real SmolLM2 GGUF), sampled and evaluated in llama.cpp with
+the exported adapter, on a simulation of specialist workers (tests/simulated_pool.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch", reason="the LoRA methods need the train extra")
+
+from conductor_cli.errors import InputError
+from conductor_cli.train import adapter_gguf
+from conductor_cli.train.export_check import check_export
+from conductor_cli.train.policy import Policy, pick_device
+from conductor_cli.train.registry import conductors_dir
+from conductor_cli.train.routing import routing_mask
+
+from .conftest import assert_one_line_error, run_cli, start_cli
+from .simulated_pool import SimulatedPool, make_questions, write_dataset
+
+SKILLS = {"w0": {"arith": 0.95, "words": 0.2}, "w1": {"arith": 0.2, "words": 0.95}}
+
+
+@pytest.fixture(scope="module")
+def simulation() -> Iterator[SimulatedPool]:
+    sim = SimulatedPool(make_questions(["arith", "words"], 6), SKILLS)
+    yield sim
+    sim.close()
+
+
+@pytest.fixture
+def sim_files(simulation: SimulatedPool, tmp_path: Path, gguf_path: Path) -> tuple[Path, Path]:
+    config = simulation.config(tmp_path / "sim.toml")
+    data = write_dataset(simulation.questions, tmp_path / "sim.jsonl")
+    return config, data
+
+
+def test_the_loss_sees_only_routing_decisions() -> None:
+    reply = (
+        b'{"steps": [{"worker": "w0", "task": "Solve it.", "sees": []}, '
+        b'{"worker": "w1", "task": "Check it.", "sees": [0]}]}'
+    )
+    # One byte a token: the mask is exactly the decision bytes.
+    mask = routing_mask([bytes([b]) for b in reply], reply)
+    chosen = bytes(b for b, m in zip(reply, mask, strict=True) if m).decode()
+    assert chosen == '"w0", "w1"[0]]'  # workers, what step 1 sees, another step?, the end
+    assert "Solve" not in chosen and "task" not in chosen
+
+
+def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    policy = Policy(gguf_path, device="cpu", rank=8, seed=1)
+    for name, p in policy.model.named_parameters():
+        if "lora_B" in name:  # peft starts B at zero: give the adapter something to say
+            torch.nn.init.normal_(p, std=0.1)
+    adapter = tmp_path / "adapter.gguf"
+    policy.export(adapter)
+    result = check_export(policy, gguf_path, adapter)
+    assert result["prompts"] == 5 and result["tokens"] == 32
+    assert result["identical"] == 5, result["results"]
+    # The check has teeth: the adapter changes what torch writes, and an adapter exported
+    # without llama.cpp's Q/K row order does not pass it.
+    with policy.model.disable_adapter():
+        plain = policy.greedy([504, 3575, 282, 4649, 314], 32)
+    assert plain != policy.greedy([504, 3575, 282, 4649, 314], 32)
+    monkeypatch.setattr(adapter_gguf, "rope_permute", lambda rows, n_head: rows)
+    unpermuted = tmp_path / "unpermuted.gguf"
+    policy.export(unpermuted)
+    assert check_export(policy, gguf_path, unpermuted)["identical"] < 5
+
+
+def test_a_big_conductor_on_the_cpu_is_refused_in_one_line(tmp_path: Path) -> None:
+    big = tmp_path / "big.gguf"
+    with big.open("wb") as f:
+        f.truncate(4_400_000_000)  # sparse: a 7B Q4 conductor's size
+    with pytest.raises(InputError, match="needs a GPU"):
+        pick_device("cpu", big)
+    with pytest.raises(InputError, match="--device"):
+        pick_device("tpu", big)
+
+
+def test_expert_iteration_learns_and_ask_plans_with_the_adapter(
+    simulation: SimulatedPool, sim_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    config, data = sim_files
+    proc = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--out", "ei",
+        "--method", "expert-iteration", "--iterations", "2", "--samples", "4",
+        "--epochs", "3", "--repeats", "1", "--holdout", "0.34", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    curve = record["curve"]
+    assert [e["iteration"] for e in curve] == [1, 2]
+    assert all("held_out" in e for e in curve)  # planned in llama.cpp with each adapter
+    before, after = record["evaluations"]
+    assert before["when"] == "before" and after["when"] == "after"
+    # Learning, not a tuned figure: the second round's samples, drawn with the first round's
+    # adapter, are right more often than the untrained conductor's.
+    assert curve[1]["right_share"] > curve[0]["right_share"], curve
+    assert record["export_check"]["identical"] == 5
+    directory = conductors_dir() / "ei"
+    assert (directory / "adapter.gguf").is_file() and (directory / "peft").is_dir()
+    assert not (conductors_dir() / ".ei.training").exists()
+
+    use = tmp_path / "use.toml"
+    use.write_text(config.read_text().replace("max_steps = 2", 'max_steps = 2\nmodel = "ei"'))
+    asked = run_cli("ask", "--config", str(use), "--json", simulation.questions[1].text)
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["answer"]
+    base = run_cli("ask", "--config", str(config), "--json", simulation.questions[1].text)
+    # The adapter is part of the model's identity: never a reply cached for the base.
+    assert json.loads(asked.stdout)["plan"]["cached"] is False
+    assert base.returncode == 0
+    info = json.loads(run_cli("models", "info", "ei", "--json").stdout)
+    assert info["method"] == "expert-iteration" and info["curve"] == curve
+
+
+def test_ctrl_c_in_grpo_then_resume_trains_no_step_twice(
+    sim_files: tuple[Path, Path],
+) -> None:
+    config, data = sim_files
+    args = [
+        "train", "qa", str(data), "--config", str(config), "--out", "g",
+        "--method", "grpo", "--steps", "2", "--samples", "2", "--questions-per-step", "2",
+        "--repeats", "1", "--holdout", "0.34", "--eval-every", "2", "--json",
+    ]  # fmt: skip
+    proc = start_cli(*args)
+    state = conductors_dir() / ".g.training" / "state.json"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if state.exists() and json.loads(state.read_text())["done"] >= 1:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    done = json.loads(state.read_text())["done"]
+    assert done == 1
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    record = json.loads(resumed.stdout)
+    assert [e["step"] for e in record["curve"]] == [1, 2]
+    assert "held_out" in record["curve"][-1]
+    weights = adapter_weights(conductors_dir() / "g" / "adapter.gguf")
+    assert any(np.abs(b).sum() > 0 for name, b in weights.items() if name.endswith("lora_b"))
+
+
+def test_bad_lora_training_input_is_one_line(sim_files: tuple[Path, Path]) -> None:
+    config, data = sim_files
+    proc = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--method", "grpo",
+        "--device", "cuda",
+    )  # fmt: skip
+    if proc.returncode != 0:  # a machine with CUDA would train here
+        assert_one_line_error(proc, 2, "--device cuda")
+    proc = run_cli("train", "qa", str(data), "--config", str(config), "--method", "ppo")
+    assert_one_line_error(proc, 2, "--method 'ppo'")
+
+
+def adapter_weights(path: Path) -> dict[str, np.ndarray]:
+    import gguf
+
+    return {t.name: np.array(t.data) for t in gguf.GGUFReader(str(path)).tensors}
