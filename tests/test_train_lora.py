@@ -5,7 +5,10 @@ the exported adapter, on a simulation of specialist workers (tests/simulated_poo
 from __future__ import annotations
 
 import json
+import random
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,7 @@ pytest.importorskip("torch", reason="the LoRA methods need the train extra")
 from conductor_cli.errors import InputError
 from conductor_cli.train import adapter_gguf
 from conductor_cli.train.export_check import check_export
+from conductor_cli.train.lora_method import Sample, minibatches, select_experts
 from conductor_cli.train.policy import Policy, pick_device
 from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.routing import routing_mask
@@ -52,6 +56,29 @@ def test_the_loss_sees_only_routing_decisions() -> None:
     chosen = bytes(b for b, m in zip(reply, mask, strict=True) if m).decode()
     assert chosen == '"w0", "w1"[0]]'  # workers, what step 1 sees, another step?, the end
     assert "Solve" not in chosen and "task" not in chosen
+
+
+def test_expert_iteration_keeps_the_best_shape_and_a_questions_samples_together() -> None:
+    def sample(q: str, i: int, shape: str, correct: float) -> Sample:
+        steps = shape.count(">") + 1
+        return Sample(q, i, "{...}", shape, steps, False, 0.5 + correct / 2, correct, 1)
+
+    samples = [
+        sample("a", 0, "w0", 1.0),  # one lucky answer of a shape that is mostly wrong
+        sample("a", 1, "w0", 0.0),
+        sample("a", 2, "w0", 0.0),
+        sample("a", 3, "w0 > w1<0", 1.0),
+        sample("a", 4, "w0 > w1<0", 1.0),
+        sample("b", 0, "w1", 0.0),  # nothing right: nothing kept
+    ]
+    kept = select_experts(samples)
+    assert {(s.q, s.shape) for s in kept} == {("a", "w0 > w1<0")}
+    chosen = [sample(f"q{i // 3}", i, "w0", 1.0) for i in range(20)]
+    batches = minibatches(chosen, 16, random.Random(0), epochs=2)
+    assert sorted(i for b in batches for i in b) == sorted(list(range(20)) * 2)
+    for batch in batches:
+        questions = {chosen[i].q for i in batch}
+        assert all(sum(chosen[i].q == q for i in batch) == 3 for q in questions if q != "q6")
 
 
 def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
@@ -168,6 +195,19 @@ def test_bad_lora_training_input_is_one_line(sim_files: tuple[Path, Path]) -> No
         assert_one_line_error(proc, 2, "--device cuda")
     proc = run_cli("train", "qa", str(data), "--config", str(config), "--method", "ppo")
     assert_one_line_error(proc, 2, "--method 'ppo'")
+    without_torch = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['torch'] = None; sys.argv[0] = 'conductor'; "
+            "from conductor_cli.cli.entry import main; main()",
+            *("train", "qa", str(data), "--config", str(config), "--method", "grpo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line_error(without_torch, 2, "need torch", "conductor-cli[train]", "--method head")
 
 
 def adapter_weights(path: Path) -> dict[str, np.ndarray]:

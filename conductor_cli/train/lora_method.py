@@ -235,6 +235,29 @@ def select_experts(samples: Sequence[Sample]) -> list[Sample]:
     return kept
 
 
+def minibatches(
+    chosen: Sequence[Sample], size: int, rng: random.Random, epochs: int
+) -> list[list[int]]:
+    """Indices into `chosen`, `epochs` shuffled passes of about `size`; a question's samples
+    stay in one minibatch, where they share one pass over their prompt (policy.py)."""
+    by_q: dict[str, list[int]] = {}
+    for i, s in enumerate(chosen):
+        by_q.setdefault(s.q, []).append(i)
+    groups = list(by_q.values())
+    out: list[list[int]] = []
+    for _ in range(epochs):
+        rng.shuffle(groups)
+        current: list[int] = []
+        for group in groups:
+            if current and len(current) + len(group) > size:
+                out.append(current)
+                current = []
+            current.extend(group)
+        if current:
+            out.append(current)
+    return out
+
+
 def grpo_weights(samples: Sequence[Sample]) -> list[float]:
     """Each sample's advantage: its reward against its question's group (mean, spread)."""
     by_q: dict[str, list[float]] = {}
@@ -290,7 +313,7 @@ def train_lora(
     base_spec, base = resolve_base(config, method)
     device = pick_device(options.device, base.path)
     lr = options.learning_rate or LEARNING_RATE[method]
-    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
+    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps, limit=None)
     if held_out_ids is None:
         training, held_out = split(problems, options.holdout, options.seed)
     else:
@@ -397,20 +420,18 @@ def train_lora(
                 weights = [1.0] * len(chosen)
                 examples = [_example(encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
                 rng = random.Random(options.seed + k)
-                steps = max(1, (len(examples) + MINIBATCH - 1) // MINIBATCH) * options.epochs
-                done_steps = 0
-                for _ in range(options.epochs):
-                    idx = list(range(len(examples)))
-                    rng.shuffle(idx)
-                    for start in range(0, len(idx), MINIBATCH):
-                        part = [examples[i] for i in idx[start : start + MINIBATCH]]
-                        loss = policy.step(part, [1.0] * len(part), lr)
-                        done_steps += 1
-                        on_progress(
-                            Progress(
-                                f"round {k}/{total}: fitting", done_steps, steps, f"loss {loss:.3f}"
-                            )
+                batches = minibatches(chosen, MINIBATCH, rng, options.epochs)
+                for done_steps, batch_ids in enumerate(batches, 1):
+                    part = [examples[i] for i in batch_ids]
+                    loss = policy.step(part, [1.0] * len(part), lr)
+                    on_progress(
+                        Progress(
+                            f"round {k}/{total}: fitting",
+                            done_steps,
+                            len(batches),
+                            f"loss {loss:.3f}",
                         )
+                    )
                 kept = len(examples)
             else:
                 weights = grpo_weights(samples)
@@ -419,7 +440,7 @@ def train_lora(
                     _example(encoder, messages[s.q], s, infos, c.max_steps) for s, _ in used
                 ]
                 if examples:
-                    policy.step(examples, [w for _, w in used], lr, minibatch=4)
+                    policy.step(examples, [w for _, w in used], lr)
                 kept = len(examples)
             fit_seconds += time.monotonic() - t0
             entry: dict[str, Any] = {
@@ -438,6 +459,17 @@ def train_lora(
             if evaluate_now:
                 label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
                 entry["held_out"] = evaluate(label, directory).to_dict()
+            held = entry.get("held_out")
+            latest = f", held-out {held['accuracy']:.3f}" if held else ""
+            on_progress(
+                Progress(
+                    "progress",
+                    k,
+                    total,
+                    f"reward {entry['mean_reward']:.2f}±{entry['reward_spread']:.2f}, "
+                    f"unparsed {entry['unparsed_share']:.2f}{latest}",
+                )
+            )
             policy.save(policy_dir)
             state["done"] = k
             state["curve"].append(entry)

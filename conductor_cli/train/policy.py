@@ -123,56 +123,77 @@ class Policy:
         self._params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer: Any = None
 
-    def _batch(self, examples: Sequence[Example]) -> tuple[Any, Any, Any, int]:
-        """Left-padded ids, attention mask and positions; every reply ends at the last column."""
-        import torch
-
-        length = max(len(e.prompt) + len(e.reply) for e in examples)
-        ids = torch.zeros((len(examples), length), dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for i, e in enumerate(examples):
-            seq = [*e.prompt, *e.reply]
-            ids[i, length - len(seq) :] = torch.tensor(seq)
-            attention[i, length - len(seq) :] = 1
-        positions = (attention.cumsum(1) - 1).clamp(min=0)
-        keep = max(len(e.reply) for e in examples) + 1
-        return ids.to(self.device), attention.to(self.device), positions.to(self.device), keep
-
     def routing_logprobs(self, examples: Sequence[Example]) -> tuple[Any, Any]:
-        """(sum of log p over each reply's routing tokens, their count), with gradients."""
+        """(sum of log p over each reply's routing tokens, their count), with gradients.
+
+        Examples that share a prompt (a question's samples) share one pass over it: the
+        prompt is ~90 % of the tokens, so a group of 8 costs about what 2 alone would.
+        """
         import torch
 
-        ids, attention, positions, keep = self._batch(examples)
-        # Only the reply's positions: logits over 49k tokens at every prompt position would
-        # take gigabytes.
-        out = self.model(
-            input_ids=ids,
-            attention_mask=attention,
-            position_ids=positions,
-            logits_to_keep=keep,
-        )
-        logp = torch.log_softmax(out.logits[:, :-1].float(), dim=-1)  # predicts the last keep-1
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for i, e in enumerate(examples):
+            groups.setdefault(e.prompt, []).append(i)
+        sums: list[Any] = [None] * len(examples)
+        counts: list[Any] = [None] * len(examples)
+        for prompt, members in groups.items():
+            group_sums, group_counts = self._group_logprobs(prompt, [examples[i] for i in members])
+            for j, i in enumerate(members):
+                sums[i] = group_sums[j]
+                counts[i] = group_counts[j]
+        return torch.stack(sums), torch.stack(counts)
+
+    def _group_logprobs(
+        self, prompt: Sequence[int], group: Sequence[Example]
+    ) -> tuple[list[Any], list[Any]]:
+        import torch
+
+        n_prompt = len(prompt)
+        longest = max(len(e.reply) for e in group)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # past_key_values' rename, in transformers 5
+            head = self.model(
+                input_ids=torch.tensor([list(prompt)], device=self.device),
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            cache = head.past_key_values
+            cache.batch_repeat_interleave(len(group))
+            ids = torch.zeros((len(group), longest), dtype=torch.long)
+            attention = torch.zeros((len(group), n_prompt + longest), dtype=torch.long)
+            attention[:, :n_prompt] = 1
+            for b, e in enumerate(group):  # replies right-padded after the shared prompt
+                ids[b, : len(e.reply)] = torch.tensor(e.reply)
+                attention[b, n_prompt : n_prompt + len(e.reply)] = 1
+            positions = torch.arange(n_prompt, n_prompt + longest)[None].expand(len(group), -1)
+            tail = self.model(
+                input_ids=ids.to(self.device),
+                attention_mask=attention.to(self.device),
+                position_ids=positions.to(self.device),
+                past_key_values=cache,
+            )
+        first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)  # predicts reply[0]
         sums = []
         counts = []
-        for i, e in enumerate(examples):
-            r = len(e.reply)
-            rows = logp[i, logp.shape[1] - r :]
-            targets = torch.tensor(e.reply, device=self.device)
-            token_logp = rows.gather(1, targets[:, None])[:, 0]
+        for b, e in enumerate(group):
+            reply = torch.tensor(e.reply, device=self.device)
+            rest = torch.log_softmax(tail.logits[b, : len(e.reply) - 1].float(), dim=-1)
+            token_logp = torch.cat([first[reply[:1]], rest.gather(1, reply[1:, None])[:, 0]])
             mask = torch.tensor(e.mask, device=self.device, dtype=token_logp.dtype)
             sums.append((token_logp * mask).sum())
             counts.append(mask.sum())
-        return torch.stack(sums), torch.stack(counts)
+        return sums, counts
 
     def step(
         self,
         examples: Sequence[Example],
         weights: Sequence[float],
         learning_rate: float,
-        minibatch: int = 4,
+        chunk: int = 8,
     ) -> float:
         """One optimizer step on -sum(w * log p(routing)) / routing tokens, accumulated over
-        minibatches (memory stays small on a CPU); returns the loss."""
+        chunks of examples that share a prompt (memory stays small on a CPU); returns the
+        loss."""
         import torch
 
         if self.optimizer is None:
@@ -182,14 +203,18 @@ class Policy:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         total = sum(max(1, sum(e.mask)) for e in examples)
+        by_prompt: dict[tuple[int, ...], list[int]] = {}
+        for i, e in enumerate(examples):
+            by_prompt.setdefault(e.prompt, []).append(i)
         loss_value = 0.0
-        for start in range(0, len(examples), minibatch):
-            chunk = examples[start : start + minibatch]
-            w = torch.tensor(weights[start : start + minibatch], device=self.device)
-            sums, _ = self.routing_logprobs(chunk)
-            loss = -(w * sums).sum() / total
-            loss.backward()
-            loss_value += float(loss.detach())
+        for members in by_prompt.values():
+            for start in range(0, len(members), chunk):
+                part = members[start : start + chunk]
+                w = torch.tensor([weights[i] for i in part], device=self.device)
+                sums, _ = self.routing_logprobs([examples[i] for i in part])
+                loss = -(w * sums).sum() / total
+                loss.backward()
+                loss_value += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(self._params, 1.0)
         self.optimizer.step()
         return loss_value

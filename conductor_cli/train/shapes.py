@@ -3,7 +3,8 @@
 A head learns to pick a shape; the conductor then writes each step's task under a grammar that
 fixes the shape. Shapes of at most two steps are enumerated: n workers give n + 2n² shapes
 (21 for 3 workers, 36 for 4, 55 for 5). Beyond MAX_SHAPES the table of rewards per (question,
-shape) is too costly to fill, and the head method refuses the pool.
+shape) is too costly to fill, and the head method refuses the pool; the LoRA methods sample
+workflows from the conductor instead, and draw exploration shapes from any number.
 """
 
 from __future__ import annotations
@@ -62,8 +63,11 @@ class Shape:
         )
 
 
-def enumerate_shapes(workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS) -> list[Shape]:
-    """Every shape of 1..min(max_steps, 2) steps over `workers`, in a fixed order."""
+def enumerate_shapes(
+    workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS, limit: int | None = MAX_SHAPES
+) -> list[Shape]:
+    """Every shape of 1..min(max_steps, 2) steps over `workers`, in a fixed order; more than
+    `limit` is refused (the head tries each; the LoRA methods only draw from them)."""
     names = list(workers)
     if not names:
         raise InputError("the pool has no workers to train a conductor for.")
@@ -73,11 +77,11 @@ def enumerate_shapes(workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS) -
             for second in names:
                 shapes.append(Shape((first, second), ((), ())))
                 shapes.append(Shape((first, second), ((), (0,))))
-    if len(shapes) > MAX_SHAPES:
+    if limit is not None and len(shapes) > limit:
         raise InputError(
             f"the pool's {len(names)} workers make {len(shapes)} workflow shapes; the head "
-            f"method tries each one per question and takes at most {MAX_SHAPES} (5 workers): "
-            "train on fewer workers (--worker NAME, repeated)."
+            f"method tries each one per question and takes at most {limit} (5 workers): use "
+            "--method expert-iteration or grpo, which sample workflows instead, or a smaller pool"
         )
     return shapes
 
