@@ -124,6 +124,7 @@ def test_expert_iteration_learns_and_ask_plans_with_the_adapter(
         "train", "qa", str(data), "--config", str(config), "--out", "ei",
         "--method", "expert-iteration", "--iterations", "2", "--samples", "4",
         "--epochs", "3", "--repeats", "1", "--holdout", "0.34", "--json",
+        timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
@@ -164,7 +165,7 @@ def test_ctrl_c_in_grpo_then_resume_trains_no_step_twice(
     ]  # fmt: skip
     proc = start_cli(*args)
     state = conductors_dir() / ".g.training" / "state.json"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         if state.exists() and json.loads(state.read_text())["done"] >= 1:
             break
@@ -176,7 +177,7 @@ def test_ctrl_c_in_grpo_then_resume_trains_no_step_twice(
     assert "--resume" in err
     done = json.loads(state.read_text())["done"]
     assert done == 1
-    resumed = run_cli(*args, "--resume")
+    resumed = run_cli(*args, "--resume", timeout=1200)
     assert resumed.returncode == 0, resumed.stderr
     record = json.loads(resumed.stdout)
     assert [e["step"] for e in record["curve"]] == [1, 2]

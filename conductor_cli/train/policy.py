@@ -9,6 +9,7 @@ it.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import os
 import shutil
@@ -28,17 +29,21 @@ CPU_MAX_BYTES = 1_500_000_000
 
 
 def require_torch() -> None:
-    missing = []
-    for module in ("torch", "transformers", "peft", "gguf"):
-        try:
-            __import__(module)
-        except ImportError:
-            missing.append(module)
+    """One line naming what is missing; looked up, not imported (transformers prints a warning
+    on import when torch is absent, and torch takes seconds)."""
+    missing = [m for m in ("torch", "transformers", "peft", "gguf") if not _installed(m)]
     if missing:
         raise InputError(
             f"the LoRA methods need {', '.join(missing)}: {TORCH_EXTRA}; "
             "or train with --method head, which needs no torch"
         )
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def pick_device(requested: str, base: Path) -> str:
