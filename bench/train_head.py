@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from _common import temp_root
+from _common import isolated_env, temp_root
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -59,9 +59,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     root = temp_root()
-    os.environ["CONDUCTOR_DATA_DIR"] = str(root / "data")
-    os.environ["CONDUCTOR_CACHE_DIR"] = str(root / "cache")
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.update(isolated_env(root))  # this process is the one that trains
 
     from conductor_cli.config import load_config
     from conductor_cli.evals.datasets import load_qa

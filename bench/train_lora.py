@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import temp_root
+from _common import isolated_env, temp_root
 from train_head import KINDS, skills, write
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -39,9 +39,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     root = temp_root()
-    os.environ["CONDUCTOR_DATA_DIR"] = str(root / "data")
-    os.environ["CONDUCTOR_CACHE_DIR"] = str(root / "cache")
-    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    os.environ.update(isolated_env(root))  # this process is the one that trains
 
     from conductor_cli.config import load_config
     from conductor_cli.evals.datasets import load_qa

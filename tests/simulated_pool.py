@@ -45,6 +45,10 @@ KIND_TEXT = {
 }
 
 
+# Two kinds of question, each with one specialist: the training tests' testbed.
+TWO_SPECIALISTS = {"w0": {"arith": 0.95, "words": 0.2}, "w1": {"arith": 0.2, "words": 0.95}}
+
+
 @dataclass
 class SimulatedPool:
     """skills[worker][kind]: P(right) alone; helped[worker][kind] = (helper, P(right) when it
@@ -130,6 +134,12 @@ class SimulatedPool:
             )
         path.write_text("\n".join(lines), encoding="utf-8")
         return path
+
+    def files(self, directory: Path) -> tuple[Path, Path]:
+        """(a config for this pool, the question bank as a qa dataset) in `directory`."""
+        return self.config(directory / "sim.toml"), write_dataset(
+            self.questions, directory / "sim.jsonl"
+        )
 
     def close(self) -> None:
         self._server.shutdown()

@@ -30,23 +30,19 @@ from conductor_cli.train.shapes import enumerate_shapes, shape_grammar
 from conductor_cli.workflow import parse_workflow
 
 from .conftest import assert_one_line_error, run_cli, start_cli
-from .simulated_pool import SimulatedPool, make_questions, write_dataset
-
-SKILLS = {"w0": {"arith": 0.95, "words": 0.2}, "w1": {"arith": 0.2, "words": 0.95}}
+from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
 
 
 @pytest.fixture(scope="module")
 def simulation() -> Iterator[SimulatedPool]:
-    sim = SimulatedPool(make_questions(["arith", "words"], 12), SKILLS)
+    sim = SimulatedPool(make_questions(["arith", "words"], 12), TWO_SPECIALISTS)
     yield sim
     sim.close()
 
 
 @pytest.fixture
 def sim_files(simulation: SimulatedPool, tmp_path: Path, gguf_path: Path) -> tuple[Path, Path]:
-    config = simulation.config(tmp_path / "sim.toml")
-    data = write_dataset(simulation.questions, tmp_path / "sim.jsonl")
-    return config, data
+    return simulation.files(tmp_path)
 
 
 def test_the_reward_is_the_papers_and_cost_lowers_it() -> None:

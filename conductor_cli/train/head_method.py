@@ -20,13 +20,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import paths, waiting
+from .. import waiting
 from ..api import worker_infos
 from ..catalog import file_sha256
 from ..conductor import plan_messages
@@ -46,9 +45,13 @@ from .session import (
     held_out_score,
     install,
     prepare,
+    read_checkpoint,
+    record_head,
     resolve_base,
     reward_of,
-    split,
+    split_problems,
+    stage,
+    target,
     work_dir,
     write_json,
 )
@@ -56,19 +59,6 @@ from .shapes import Shape, enumerate_shapes
 
 CHECKPOINT = "rewards.jsonl"
 TIE_BREAK = 0.001
-
-
-def _load_checkpoint(path: Path) -> dict[tuple[str, int, int], dict[str, Any]]:
-    done: dict[tuple[str, int, int], dict[str, Any]] = {}
-    if not path.exists():
-        return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-            done[(row["q"], int(row["shape"]), int(row["repeat"]))] = row
-        except (ValueError, KeyError, TypeError):
-            continue  # a line torn by Ctrl-C: that run is made again
-    return done
 
 
 def _reward_table(
@@ -80,7 +70,9 @@ def _reward_table(
     on_progress: OnProgress,
 ) -> tuple[np.ndarray, int, int]:
     """(mean reward per question and shape, worker calls made now, runs resumed)."""
-    done = _load_checkpoint(checkpoint)
+    done = read_checkpoint(
+        checkpoint, lambda row: ((row["q"], int(row["shape"]), int(row["repeat"])), row)
+    )
     jobs = [
         (qi, si, r)
         for qi in range(len(training))
@@ -150,21 +142,14 @@ def train_head(
     """
     started = time.monotonic()
     _require_cma()
-    name = registry.check_name(options.name)
-    final = registry.conductors_dir() / name
-    if final.exists() and not (options.force or options.resume):
-        raise InputError(f"a conductor named {name!r} exists ({final}); add --force to replace it")
+    name, final = target(options)
     if options.repeats < 1:
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
     check_keys(config)
     c = config.conductor
     base_spec, base = resolve_base(config, "head")
     shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
-    if held_out_ids is None:
-        training, held_out = split(problems, options.holdout, options.seed)
-    else:
-        training = [p for p in problems if p.id not in held_out_ids]
-        held_out = [p for p in problems if p.id in held_out_ids]
+    training, held_out = split_problems(problems, options, held_out_ids)
     meta = {
         "dataset": options.dataset,
         "problems": fingerprint(problems),
@@ -220,33 +205,13 @@ def train_head(
         head = replace(head0, weights=weights)
         picks = np.argmax(inputs @ weights, axis=1)
         fixed, fixed_reward = best_fixed_shape(table, shapes)
-        staged = work / "final"
-        if staged.exists():
-            shutil.rmtree(staged)
-        paths.private_dir(staged)
+        staged = stage(work)
         head.save(staged / registry.HEAD)
         record: dict[str, Any] = {
-            "name": name,
-            "method": "head",
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "base_model": base_spec,
+            **record_head(
+                config, name, "head", base_spec, options, data_file, problems, training, held_out
+            ),
             "base_sha256": file_sha256(base.path),
-            "pool": [
-                {"name": w.name, "model": w.model, "description": w.description}
-                for w in config.workers
-            ],
-            "pool_fingerprint": registry.pool_fingerprint(config.workers),
-            "max_steps": c.max_steps,
-            "dataset": {
-                "kind": options.dataset,
-                "file": str(data_file) if data_file else None,
-                "fingerprint": meta["problems"],
-                "problems": len(problems),
-                "training": len(training),
-                "held_out": len(held_out),
-                "holdout": options.holdout,
-                "split_seed": options.seed,
-            },
             "hyperparameters": {
                 "shapes": len(shapes),
                 "max_shape_steps": 2,
@@ -270,7 +235,7 @@ def train_head(
             "device": "cpu (llama.cpp)",
             "wall_seconds": None,
         }
-        (staged / registry.RECORD).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        write_json(staged / registry.RECORD, record)
         install(work, final, options.force or options.resume)
         after = held_out_score(runner, held_out, name, options, "trained conductor", on_progress)
         record["evaluations"].append({"when": "after", **after.to_dict()})

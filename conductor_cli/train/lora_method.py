@@ -25,23 +25,23 @@ import shutil
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import paths, waiting
 from ..api import worker_infos
-from ..backends.llamacpp import LlamaCppBackend
-from ..catalog import ResolvedModel, file_sha256
-from ..conductor import Conductor, WorkerInfo
+from ..catalog import file_sha256, load_catalog
+from ..conductor import Conductor, WorkerInfo, plan_messages
 from ..config import Config
 from ..errors import InputError, WorkflowError
 from ..evals.datasets import fingerprint
 from ..evals.records import Problem
+from ..pool import conductor_backend
 from . import registry
+from .adapter_gguf import MODULES
 from .examples import Encoder, Example
 from .session import (
     HeldOut,
@@ -53,14 +53,21 @@ from .session import (
     held_out_score,
     install,
     prepare,
+    read_checkpoint,
+    record_head,
     resolve_base,
     reward_of,
     shape_label,
-    split,
+    split_problems,
+    stage,
+    target,
     work_dir,
     write_json,
 )
 from .shapes import Shape, enumerate_shapes, shape_grammar
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 LORA_METHODS = ("expert-iteration", "grpo")
 LEARNING_RATE = {"expert-iteration": 1e-3, "grpo": 3e-4}  # measured here (PITFALLS, Learning)
@@ -102,22 +109,20 @@ class FixedShape:
 
 
 class Sampler:
-    """Samples and scores workflows with one adapter (None: the untrained conductor)."""
+    """Samples and scores workflows with one conductor: the base GGUF, or a directory holding
+    the adapter of an earlier step, resolved as `ask` resolves `conductor.model`."""
 
     def __init__(
         self,
         runner: Runner,
-        base: ResolvedModel,
-        adapter: Path | None,
+        conductor_model: str,
         infos: Sequence[WorkerInfo],
         shapes: Sequence[Shape],
         options: TrainOptions,
     ) -> None:
-        if adapter is None:
-            self.backend = LlamaCppBackend(runner.models, base.path, base.sha256())
-        else:
-            sha = file_sha256(adapter)
-            self.backend = LlamaCppBackend(runner.models, base.path, base.sha256(), adapter, sha)
+        settings = replace(runner.config.conductor, model=conductor_model)
+        config = replace(runner.config, conductor=settings)
+        self.backend = conductor_backend(config, load_catalog(), runner.models)
         self.runner = runner
         self.infos = list(infos)
         self.shapes = list(shapes)
@@ -158,18 +163,6 @@ class Sampler:
         )
 
 
-def _load_samples(path: Path) -> dict[tuple[str, int], Sample]:
-    done: dict[tuple[str, int], Sample] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-                done[(row["q"], int(row["index"]))] = Sample(**row)
-            except (ValueError, KeyError, TypeError):
-                continue  # a line torn by Ctrl-C: that sample is drawn again
-    return done
-
-
 def sample_round(
     sampler: Sampler,
     problems: Sequence[Problem],
@@ -178,11 +171,11 @@ def sample_round(
     seed: int,
     checkpoint: Path,
     on_progress: OnProgress,
-    stage: str,
+    label: str,
 ) -> list[Sample]:
     """`n` scored samples per problem; each is appended to `checkpoint` as it finishes, so an
     interrupted round resumes with the samples it has."""
-    done = _load_samples(checkpoint)
+    done = read_checkpoint(checkpoint, lambda row: ((row["q"], int(row["index"])), Sample(**row)))
     rng = random.Random(seed)
     jobs = []
     for qi, problem in enumerate(problems):
@@ -193,7 +186,7 @@ def sample_round(
                 jobs.append((problem, i, seed * 100_003 + qi * 101 + i, forced))
     total = len(problems) * n
     finished = total - len(jobs)
-    on_progress(Progress(stage, finished, total))
+    on_progress(Progress(label, finished, total))
     with (
         checkpoint.open("a", encoding="utf-8") as out,
         ThreadPoolExecutor(max_workers=sampler.options.concurrency) as pool,
@@ -207,7 +200,7 @@ def sample_round(
                 done[(s.q, s.index)] = s
                 finished += 1
                 right = np.mean([x.correct for x in done.values()])
-                on_progress(Progress(stage, finished, total, f"right {right:.2f}"))
+                on_progress(Progress(label, finished, total, f"right {right:.2f}"))
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -271,7 +264,7 @@ def grpo_weights(samples: Sequence[Sample]) -> list[float]:
     return out
 
 
-def _conductor_dir(directory: Path, policy: Any, record: dict[str, Any]) -> Path:
+def _conductor_dir(directory: Path, policy: Policy, record: dict[str, Any]) -> Path:
     """A trained conductor in `directory` (adapter + record) that `conductor.model` may name."""
     paths.private_dir(directory)
     policy.export(directory / registry.ADAPTER)
@@ -296,10 +289,7 @@ def train_lora(
     if method not in LORA_METHODS:
         raise InputError(f"--method {method!r}: use one of head, {', '.join(LORA_METHODS)}")
     require_torch()
-    name = registry.check_name(options.name)
-    final = registry.conductors_dir() / name
-    if final.exists() and not (options.force or options.resume):
-        raise InputError(f"a conductor named {name!r} exists ({final}); add --force to replace it")
+    name, final = target(options)
     for flag, value in (
         ("--repeats", options.repeats),
         ("--samples", options.samples),
@@ -314,11 +304,7 @@ def train_lora(
     device = pick_device(options.device, base.path)
     lr = options.learning_rate or LEARNING_RATE[method]
     shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps, limit=None)
-    if held_out_ids is None:
-        training, held_out = split(problems, options.holdout, options.seed)
-    else:
-        training = [p for p in problems if p.id not in held_out_ids]
-        held_out = [p for p in problems if p.id in held_out_ids]
+    training, held_out = split_problems(problems, options, held_out_ids)
     meta = {
         "method": method,
         "dataset": options.dataset,
@@ -338,16 +324,13 @@ def train_lora(
     state: dict[str, Any] = {"done": 0, "curve": [], "calls": 0, "samples": 0}
     if options.resume and state_file.exists():
         state = json.loads(state_file.read_text(encoding="utf-8"))
-    record_base = {
-        "name": name,
-        "method": method,
-        "base_model": base_spec,
-        "pool": [
-            {"name": w.name, "model": w.model, "description": w.description} for w in config.workers
-        ],
-        "pool_fingerprint": registry.pool_fingerprint(config.workers),
-        "max_steps": c.max_steps,
-    }
+
+    def record_of(**extra: Any) -> dict[str, Any]:
+        head = record_head(
+            config, name, method, base_spec, options, data_file, problems, training, held_out
+        )
+        return {**head, **extra}
+
     runner = Runner(config, problems)
     encoder = Encoder(base.path)
     policy_dir = work / POLICY
@@ -369,36 +352,26 @@ def train_lora(
             model = str(directory) if directory is not None else c.model
             return held_out_score(runner, held_out, model, options, label, on_progress)
 
-        before = None
-        if options.evaluate_before:
-            before = state.get("before")
-            if before is None:
-                before = evaluate("untrained conductor", None).to_dict()
-                state["before"] = before
-                write_json(state_file, state)
+        if options.evaluate_before and state.get("before") is None:
+            state["before"] = evaluate("untrained conductor", None).to_dict()
+            write_json(state_file, state)
         total = options.iterations if method == "expert-iteration" else options.steps
         order = list(range(len(training)))
         random.Random(options.seed).shuffle(order)
         while state["done"] < total:
             k = state["done"] + 1
+            # The first step samples from the base, where the policy starts.
             current = work / f"adapter-{k - 1}" if k > 1 else None
-            sampler = Sampler(
-                runner,
-                base,
-                current / registry.ADAPTER if current else None,
-                infos,
-                shapes,
-                options,
-            )
+            sampler = Sampler(runner, str(current or base_spec), infos, shapes, options)
             if method == "expert-iteration":
                 batch = training
                 explore = options.explore
-                stage = f"round {k}/{total}: sampling"
+                sampling = f"round {k}/{total}: sampling"
             else:
                 per = options.questions_per_step
                 batch = [training[order[(i + (k - 1) * per) % len(order)]] for i in range(per)]
                 explore = 0.0  # on policy
-                stage = f"step {k}/{total}: sampling"
+                sampling = f"step {k}/{total}: sampling"
             t0 = time.monotonic()
             step_dir = work / f"samples-{k}"
             paths.private_dir(step_dir)
@@ -410,7 +383,7 @@ def train_lora(
                 options.seed * 1000 + k,
                 step_dir / SAMPLES,
                 on_progress,
-                stage,
+                sampling,
             )
             sample_seconds += time.monotonic() - t0
             messages = {p.id: p for p in batch}
@@ -452,9 +425,7 @@ def train_lora(
                 "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
                 "fitted": kept,
             }
-            directory = _conductor_dir(
-                work / f"adapter-{k}", policy, {**record_base, "intermediate": k}
-            )
+            directory = _conductor_dir(work / f"adapter-{k}", policy, record_of(intermediate=k))
             evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
             if evaluate_now:
                 label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
@@ -480,31 +451,16 @@ def train_lora(
                 shutil.rmtree(current, ignore_errors=True)
         from .export_check import check_export
 
-        staged = work / "final"
-        if staged.exists():
-            shutil.rmtree(staged)
-        paths.private_dir(staged)
+        staged = stage(work)
         policy.export(staged / registry.ADAPTER)
         policy.save_adapter(staged / "peft")
         on_progress(Progress("export check", 0, 1))
         export = check_export(policy, base.path, staged / registry.ADAPTER)
         on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
         last = state["curve"][-1].get("held_out") if state["curve"] else None
-        record: dict[str, Any] = {
-            **record_base,
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "base_sha256": file_sha256(base.path),
-            "dataset": {
-                "kind": options.dataset,
-                "file": str(data_file) if data_file else None,
-                "fingerprint": meta["problems"],
-                "problems": len(problems),
-                "training": len(training),
-                "held_out": len(held_out),
-                "holdout": options.holdout,
-                "split_seed": options.seed,
-            },
-            "hyperparameters": {
+        record = record_of(
+            base_sha256=file_sha256(base.path),
+            hyperparameters={
                 "iterations" if method == "expert-iteration" else "steps": total,
                 "samples_per_question": options.samples,
                 "questions_per_step": options.questions_per_step if method == "grpo" else None,
@@ -514,25 +470,25 @@ def train_lora(
                 "learning_rate": lr,
                 "lora_rank": options.rank,
                 "lora_alpha": policy.alpha,
-                "lora_modules": ["q_proj", "k_proj", "v_proj", "o_proj"],
+                "lora_modules": list(MODULES),
                 "loss_on": "routing decisions (worker names, sees, step count)",
                 "cost_weight": options.cost_weight,
             },
-            "curve": state["curve"],
-            "evaluations": (
+            curve=state["curve"],
+            evaluations=(
                 ([{"when": "before", **state["before"]}] if state.get("before") else [])
                 + ([{"when": "after", **last}] if last else [])
             ),
-            "cost": {
+            cost={
                 "workflow_samples": state["samples"],
                 "worker_calls": state["calls"],
                 "sampling_seconds_this_session": round(sample_seconds, 1),
                 "fitting_seconds_this_session": round(fit_seconds, 1),
             },
-            "export_check": export,
-            "device": f"{device} (torch) + cpu (llama.cpp sampling)",
-            "wall_seconds": round(time.monotonic() - started, 1),
-        }
+            export_check=export,
+            device=f"{device} (torch) + cpu (llama.cpp sampling)",
+            wall_seconds=round(time.monotonic() - started, 1),
+        )
         write_json(staged / registry.RECORD, record)
         install(work, final, options.force or options.resume)
         shutil.rmtree(work, ignore_errors=True)
@@ -549,6 +505,4 @@ def _example(
     infos: Sequence[WorkerInfo],
     max_steps: int,
 ) -> Example:
-    from ..conductor import plan_messages
-
     return encoder.example(plan_messages(problem.question, infos, (), max_steps), sample.reply)

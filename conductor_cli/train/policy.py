@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
-import os
 import shutil
 import warnings
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from typing import Any
 from ..errors import InputError
 from .adapter_gguf import MODULES, pairs_from_peft, write_adapter
 from .examples import Example
+from .session import replace_dir
 
 TORCH_EXTRA = "pip install 'conductor-cli[train]' (torch, transformers, peft, gguf; about 6 GB)"
 # Above this a conductor's GGUF is a multi-billion-parameter model: fitting a LoRA to it on
@@ -257,7 +257,7 @@ class Policy:
 
     def save_adapter(self, directory: Path) -> None:
         """The peft adapter alone (PeftModel.from_pretrained reads it)."""
-        with warnings.catch_warnings():
+        with warnings.catch_warnings():  # peft looks for the base's config.json, absent here
             warnings.simplefilter("ignore")
             self.model.save_pretrained(str(directory))
 
@@ -268,17 +268,10 @@ class Policy:
         tmp = directory.with_name(f".{directory.name}.tmp")
         if tmp.exists():
             shutil.rmtree(tmp)
-        with warnings.catch_warnings():  # peft looks for the base's config.json, absent here
-            warnings.simplefilter("ignore")
-            self.model.save_pretrained(str(tmp))
+        self.save_adapter(tmp)
         if self.optimizer is not None:
             torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
-        old = directory.with_name(f".{directory.name}.old")
-        if directory.exists():
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old.exists():
-            shutil.rmtree(old)
+        replace_dir(tmp, directory)
 
     def load_optimizer(self, directory: Path, learning_rate: float) -> None:
         import torch

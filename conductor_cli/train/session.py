@@ -11,8 +11,9 @@ import shutil
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,9 +23,10 @@ from ..backends.litellm import LiteLLMProcess
 from ..backends.llamacpp import LlamaModels
 from ..backends.prefix_state import PrefixStateStore
 from ..catalog import ResolvedModel, load_catalog, resolve_gguf
-from ..config import Config
+from ..config import Config, atomic_write
 from ..errors import ConductorError, ConfigError, InputError
 from ..evals import scoring
+from ..evals.datasets import fingerprint
 from ..evals.records import Problem
 from ..sandbox import Sandbox
 from ..workflow import Workflow
@@ -34,6 +36,8 @@ from .reward import reward, run_cost
 from .shapes import Shape
 
 SPLIT = "split.json"
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -228,26 +232,107 @@ def held_out_score(
     )
 
 
+def replace_dir(new: Path, target: Path) -> None:
+    """`new` takes `target`'s place; the old one is removed only once the new one is in place."""
+    old = target.with_name(f".{target.name}.old")
+    if old.exists():
+        shutil.rmtree(old)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(new, target)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def stage(work: Path) -> Path:
+    """An empty `work/final`, where a method writes what `install` moves into place."""
+    staged = work / "final"
+    if staged.exists():
+        shutil.rmtree(staged)
+    paths.private_dir(staged)
+    return staged
+
+
 def install(work: Path, final: Path, force: bool) -> None:
     """Move the trained files into place; an older conductor of that name goes only now."""
-    staged = work / "final"
-    if final.exists():
-        if not force:
-            raise InputError(f"{final} exists; add --force to replace it")
-        old = final.with_name(f".{final.name}.old")
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(final, old)
-        os.replace(staged, final)
-        shutil.rmtree(old)
-    else:
-        os.replace(staged, final)
+    if final.exists() and not force:
+        raise InputError(f"{final} exists; add --force to replace it")
+    replace_dir(work / "final", final)
+
+
+def target(options: TrainOptions) -> tuple[str, Path]:
+    """(the checked name, its directory), refusing to overwrite without --force or --resume."""
+    name = registry.check_name(options.name)
+    final = registry.conductors_dir() / name
+    if final.exists() and not (options.force or options.resume):
+        raise InputError(f"a conductor named {name!r} exists ({final}); add --force to replace it")
+    return name, final
+
+
+def split_problems(
+    problems: Sequence[Problem], options: TrainOptions, held_out_ids: frozenset[str] | None
+) -> tuple[list[Problem], list[Problem]]:
+    """(training, held-out): `held_out_ids` when a bench fixes them, else a seeded split."""
+    if held_out_ids is None:
+        return split(problems, options.holdout, options.seed)
+    training = [p for p in problems if p.id not in held_out_ids]
+    held_out = [p for p in problems if p.id in held_out_ids]
+    return training, held_out
+
+
+def record_head(
+    config: Config,
+    name: str,
+    method: str,
+    base_spec: str,
+    options: TrainOptions,
+    data_file: Path | None,
+    problems: Sequence[Problem],
+    training: Sequence[Problem],
+    held_out: Sequence[Problem],
+) -> dict[str, Any]:
+    """The part of `record.json` every method writes: what was trained, for which pool, on what."""
+    return {
+        "name": name,
+        "method": method,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "base_model": base_spec,
+        "pool": [
+            {"name": w.name, "model": w.model, "description": w.description} for w in config.workers
+        ],
+        "pool_fingerprint": registry.pool_fingerprint(config.workers),
+        "max_steps": config.conductor.max_steps,
+        "dataset": {
+            "kind": options.dataset,
+            "file": str(data_file) if data_file else None,
+            "fingerprint": fingerprint(problems),
+            "problems": len(problems),
+            "training": len(training),
+            "held_out": len(held_out),
+            "holdout": options.holdout,
+            "split_seed": options.seed,
+        },
+    }
+
+
+def read_checkpoint(path: Path, parse: Callable[[dict[str, Any]], tuple[K, V]]) -> dict[K, V]:
+    """A JSONL checkpoint's rows by key; a line torn by Ctrl-C is skipped, so its work is done
+    again."""
+    done: dict[K, V] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            key, value = parse(json.loads(line))
+        except (ValueError, KeyError, TypeError):
+            continue
+        done[key] = value
+    return done
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)  # a reader sees the old record or the new one, never half of one
+    # A reader sees the old record or the new one, never half of one.
+    atomic_write(path, json.dumps(data, indent=2).encode("utf-8"))
 
 
 def resolve_base(config: Config, method: str) -> tuple[str, ResolvedModel]:
