@@ -57,6 +57,13 @@ class Workflow:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
+    @property
+    def shape(self) -> str:
+        """Who does each step and what it sees, without the tasks: `w0 > w3<0`."""
+        return " > ".join(
+            s.worker + ("<" + ",".join(map(str, s.sees)) if s.sees else "") for s in self.steps
+        )
+
 
 # ---------------------------------------------------------------------------- grammar
 

@@ -97,6 +97,23 @@ def isolated_home(
     yield home
 
 
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 2 MB tmpfs, to fill to the last block (tests/test_storage.py, test_train.py).
+    Skips the test where this process may not mount one."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
 def run_cli(
     *args: str, input: str | bytes | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:

@@ -43,7 +43,11 @@ def train_cmd(
         typer.Option("--limit", help="Only the first N problems.", show_default=False),
     ] = None,
     holdout: Annotated[
-        float, typer.Option("--holdout", help="Share of problems held out for the proof.")
+        float,
+        typer.Option(
+            "--holdout",
+            help="Share of problems held out for the proof (0: train on all, prove with eval).",
+        ),
     ] = 0.2,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")] = 0,
     repeats: Annotated[
@@ -189,6 +193,11 @@ def summary(record: dict[str, Any]) -> str:
                 f"  held-out, {label}: accuracy {e['accuracy']:.3f}, reward {e['reward']:.3f} "
                 f"({e['n']} questions)"
             )
+    if not record.get("dataset", {}).get("held_out"):
+        lines.append(
+            "  nothing held out (--holdout 0): prove it on a file of its own with "
+            f"conductor eval ... --strategies conductor,conductor:{record['name']},knn-router"
+        )
     lines.append(f"  use it: conductor config set conductor.model {record['name']}")
     return "\n".join(lines)
 

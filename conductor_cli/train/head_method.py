@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Sequence
@@ -37,11 +36,13 @@ from . import registry
 from .features import PromptFeatures
 from .head import Head, best_fixed_shape, evolve, fit_pca
 from .session import (
+    Checkpoint,
     OnProgress,
     Progress,
     Runner,
     TrainOptions,
     check_keys,
+    disk_full,
     held_out_score,
     install,
     prepare,
@@ -101,15 +102,14 @@ def _reward_table(
         }
 
     with (
-        checkpoint.open("a", encoding="utf-8") as out,
+        Checkpoint(checkpoint) as out,
         ThreadPoolExecutor(max_workers=options.concurrency) as pool,
     ):
         futures = [pool.submit(one, job) for job in jobs]
         try:
             for future in futures:
                 row = waiting.result(future)
-                out.write(json.dumps(row) + "\n")
-                out.flush()
+                out.append(row)
                 done[(row["q"], row["shape"], row["repeat"])] = row
                 calls += row["calls"]
                 finished += 1
@@ -238,11 +238,17 @@ def train_head(
         write_json(staged / registry.RECORD, record)
         install(work, final, options.force or options.resume)
         after = held_out_score(runner, held_out, name, options, "trained conductor", on_progress)
-        record["evaluations"].append({"when": "after", **after.to_dict()})
+        if after is not None:
+            record["evaluations"].append({"when": "after", **after.to_dict()})
         record["wall_seconds"] = round(time.monotonic() - started, 1)
         write_json(final / registry.RECORD, record)
         shutil.rmtree(work, ignore_errors=True)
         return record
+    except Exception as e:
+        full = disk_full(e, name, work)
+        if full is not None:
+            raise full from e
+        raise
     finally:
         if features is not None:
             features.close()

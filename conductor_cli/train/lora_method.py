@@ -44,20 +44,22 @@ from . import registry
 from .adapter_gguf import MODULES
 from .examples import Encoder, Example
 from .session import (
+    Checkpoint,
     HeldOut,
     OnProgress,
     Progress,
     Runner,
     TrainOptions,
     check_keys,
+    disk_full,
     held_out_score,
     install,
     prepare,
     read_checkpoint,
     record_head,
+    replace_dir,
     resolve_base,
     reward_of,
-    shape_label,
     split_problems,
     stage,
     target,
@@ -76,7 +78,11 @@ MINIBATCH = 16
 TIE_BREAK = 0.001  # per step: among equally right shapes, the shorter
 STATE = "state.json"
 POLICY = "policy"
+# Step k's policy until state.json says k is done: a stop (or a full disk) between the two
+# writes must not leave a policy that has fitted step k beside a state that will fit it again.
+POLICY_NEXT = "policy-next"
 SAMPLES = "samples.jsonl"
+STEP = "step.json"  # in POLICY_NEXT: the step its policy has fitted
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ class Sampler:
             problem.id,
             index,
             plan.reply,
-            shape_label(plan.workflow),
+            plan.workflow.shape,
             len(plan.workflow.steps),
             forced is not None,
             float(np.mean(rewards)),
@@ -188,15 +194,14 @@ def sample_round(
     finished = total - len(jobs)
     on_progress(Progress(label, finished, total))
     with (
-        checkpoint.open("a", encoding="utf-8") as out,
+        Checkpoint(checkpoint) as out,
         ThreadPoolExecutor(max_workers=sampler.options.concurrency) as pool,
     ):
         futures = [pool.submit(sampler.sample, *job) for job in jobs]
         try:
             for future in futures:
                 s = waiting.result(future)
-                out.write(json.dumps(s.to_dict()) + "\n")
-                out.flush()
+                out.append(s.to_dict())
                 done[(s.q, s.index)] = s
                 finished += 1
                 right = np.mean([x.correct for x in done.values()])
@@ -331,6 +336,7 @@ def train_lora(
         )
         return {**head, **extra}
 
+    _settle_policy(work, state["done"])
     runner = Runner(config, problems)
     encoder = Encoder(base.path)
     policy_dir = work / POLICY
@@ -348,12 +354,13 @@ def train_lora(
         fit_seconds = 0.0
         sample_seconds = 0.0
 
-        def evaluate(label: str, directory: Path | None) -> HeldOut:
+        def evaluate(label: str, directory: Path | None) -> HeldOut | None:
             model = str(directory) if directory is not None else c.model
             return held_out_score(runner, held_out, model, options, label, on_progress)
 
         if options.evaluate_before and state.get("before") is None:
-            state["before"] = evaluate("untrained conductor", None).to_dict()
+            before = evaluate("untrained conductor", None)
+            state["before"] = before.to_dict() if before is not None else None
             write_json(state_file, state)
         total = options.iterations if method == "expert-iteration" else options.steps
         order = list(range(len(training)))
@@ -429,7 +436,9 @@ def train_lora(
             evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
             if evaluate_now:
                 label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
-                entry["held_out"] = evaluate(label, directory).to_dict()
+                scored = evaluate(label, directory)
+                if scored is not None:
+                    entry["held_out"] = scored.to_dict()
             held = entry.get("held_out")
             latest = f", held-out {held['accuracy']:.3f}" if held else ""
             on_progress(
@@ -441,12 +450,15 @@ def train_lora(
                     f"unparsed {entry['unparsed_share']:.2f}{latest}",
                 )
             )
-            policy.save(policy_dir)
+            pending = work / POLICY_NEXT
+            policy.save(pending)
+            write_json(pending / STEP, {"step": k})
             state["done"] = k
             state["curve"].append(entry)
             state["calls"] += sum(s.calls for s in samples)
             state["samples"] += len(samples)
             write_json(state_file, state)  # after the policy: a resume never fits k twice
+            replace_dir(pending, policy_dir)
             if current is not None:
                 shutil.rmtree(current, ignore_errors=True)
         from .export_check import check_export
@@ -493,9 +505,31 @@ def train_lora(
         install(work, final, options.force or options.resume)
         shutil.rmtree(work, ignore_errors=True)
         return record
+    except Exception as e:
+        full = disk_full(e, name, work)
+        if full is not None:
+            raise full from e
+        raise
     finally:
         encoder.close()
         runner.close()
+
+
+def _settle_policy(work: Path, done: int) -> None:
+    """Finish what a stop between saving step k's policy and recording k as done left: the
+    saved policy takes its place if state.json says k is done, else it goes (k is fitted again
+    from the policy before, on the samples kept)."""
+    pending = work / POLICY_NEXT
+    if not pending.exists():
+        return
+    try:
+        step = json.loads((pending / STEP).read_text(encoding="utf-8"))["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        step = None
+    if step == done:
+        replace_dir(pending, work / POLICY)
+    else:
+        shutil.rmtree(pending)
 
 
 def _example(

@@ -4,10 +4,13 @@ and the work dir that makes an interrupted training resumable."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import random
 import shutil
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -33,7 +36,6 @@ from ..workflow import Workflow
 from . import registry
 from .head import GENERATIONS, PCA_DIMS
 from .reward import reward, run_cost
-from .shapes import Shape
 
 SPLIT = "split.json"
 K = TypeVar("K")
@@ -99,9 +101,14 @@ class HeldOut:
 
 
 def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list, list]:
-    """(training, held-out) by a seeded shuffle; each keeps the dataset's order."""
-    if not 0.0 < holdout < 1.0:
-        raise InputError(f"--holdout {holdout}: give a share between 0 and 1, e.g. 0.2")
+    """(training, held-out) by a seeded shuffle; each keeps the dataset's order.
+
+    `holdout` 0 trains on every problem: the proof is then `conductor eval` on a file of its own.
+    """
+    if not 0.0 <= holdout < 1.0:
+        raise InputError(
+            f"--holdout {holdout}: give a share from 0 (hold none out) to below 1, e.g. 0.2"
+        )
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
     n_held = max(1, round(len(problems) * holdout))
@@ -114,12 +121,6 @@ def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list,
             f"{len(held_out)}; give at least 3 problems or a smaller --holdout"
         )
     return training, held_out
-
-
-def shape_label(workflow: Workflow) -> str:
-    return Shape(
-        tuple(s.worker for s in workflow.steps), tuple(s.sees for s in workflow.steps)
-    ).label
 
 
 def check_keys(config: Config) -> None:
@@ -197,7 +198,7 @@ def prepare(work: Path, options: TrainOptions, meta: dict[str, Any]) -> None:
     if work.exists():
         shutil.rmtree(work)
     paths.private_dir(work)
-    split_file.write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    write_json(split_file, meta)  # whole or absent: a full disk leaves no torn split
 
 
 def held_out_score(
@@ -207,8 +208,11 @@ def held_out_score(
     options: TrainOptions,
     label: str,
     on_progress: OnProgress,
-) -> HeldOut:
-    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question."""
+) -> HeldOut | None:
+    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question;
+    None when nothing is held out (`--holdout 0`)."""
+    if not held_out:
+        return None
     settings = replace(runner.config.conductor, model=conductor_model)
     config = replace(runner.config, conductor=settings)
     rewards: list[float] = []
@@ -220,7 +224,7 @@ def held_out_score(
         rewards.append(reward_of(run, correct, options.cost_weight))
         right.append(correct)
         if run is not None:
-            shapes[shape_label(run.workflow)] += 1
+            shapes[run.workflow.shape] += 1
         by_category.setdefault(problem.category or "all", []).append(correct)
         on_progress(Progress("held-out", i + 1, len(held_out), label))
     return HeldOut(
@@ -328,6 +332,88 @@ def read_checkpoint(path: Path, parse: Callable[[dict[str, Any]], tuple[K, V]]) 
             continue
         done[key] = value
     return done
+
+
+class Checkpoint:
+    """A JSONL checkpoint open for appending, one whole line or nothing: a row that a full disk
+    (or Ctrl-C) cuts short is taken back, so the rows before stay exactly as they were, and a
+    torn tail left by a killed run is cut on opening, so no new row is glued to it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self._end = self._cut_torn_tail()
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    def _cut_torn_tail(self) -> int:
+        """The file's length up to its last newline, after cutting whatever follows it."""
+        size = end = os.fstat(self._fd).st_size
+        while end > 0:
+            start = max(0, end - 65536)
+            newline = os.pread(self._fd, end - start, start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        if end < size:
+            os.ftruncate(self._fd, end)  # shrinking needs no free space
+        return end
+
+    def append(self, row: dict[str, Any]) -> None:
+        data = (json.dumps(row) + "\n").encode("utf-8")
+        try:
+            written = 0
+            while written < len(data):
+                n = os.write(self._fd, data[written:])
+                if n <= 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                written += n
+        except BaseException as e:
+            # If even this fails, the next opening cuts the torn tail; the loader skips it.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, self._end)
+            if isinstance(e, OSError) and e.filename is None:
+                raise OSError(e.errno, e.strerror, str(self.path)) from e
+            raise
+        self._end += len(data)
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> Checkpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def disk_full(error: BaseException, name: str, work: Path) -> ConductorError | None:
+    """The one line for a full disk (or quota) met while training `name`, else None: what
+    could not be written, that the checkpoint in `work` is kept, and how to continue."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT):
+            where = cause.filename or f"{paths.data_dir()} or {paths.cache_dir()}"
+            reason = cause.strerror or os.strerror(cause.errno)
+            break
+        if isinstance(cause, sqlite3.OperationalError) and (
+            getattr(cause, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or "disk is full" in str(cause)
+        ):
+            where, reason = f"the response cache in {paths.cache_dir()}", str(cause)
+            break
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    else:
+        return None
+    return ConductorError(
+        f"disk full: cannot write {where} ({reason}); the checkpoint in {work} keeps the work "
+        f"done before: free space, then `conductor train ... --out {name} --resume` continues"
+    )
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
