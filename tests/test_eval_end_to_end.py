@@ -15,7 +15,16 @@ from conductor_cli.evals.store import evals_dir
 from .conftest import REPO, run_cli, start_cli
 
 DATA = REPO / "tests" / "data"
-STRATEGIES = ["conductor", "single:local", "vote:local", "moa", "router", "oracle"]
+STRATEGIES = [
+    "conductor",
+    "single:local",
+    "vote:local",
+    "moa",
+    "router",
+    "knn-router",
+    "knn-router:vote",
+    "oracle",
+]
 
 # One-step plans and short answers keep the whole eval within a minute on 2 cores.
 CONFIG = """

@@ -9,6 +9,8 @@ are the same, so only learning can tell them apart.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,10 +24,12 @@ import pytest
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.conductor import WorkerInfo, plan_messages
+from conductor_cli.evals.datasets import load_qa
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
 from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.reward import reward
+from conductor_cli.train.session import Checkpoint, read_checkpoint, split
 from conductor_cli.train.shapes import enumerate_shapes, shape_grammar
 from conductor_cli.workflow import parse_workflow
 
@@ -124,6 +128,27 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     assert asked.returncode == 0, asked.stderr
     steps = json.loads(asked.stdout)["workflow"]["steps"]
     assert 1 <= len(steps) <= 2 and steps[-1]["worker"] == "w0"  # Q1 is arithmetic: w0's
+    # `conductor eval` compares it with the untrained conductor on the held-out questions
+    # (the trainer's own seeded split), as a strategy naming it.
+    problems = load_qa(data, "exact")
+    _, held = split(problems, 0.34, 0)
+    held_file = tmp_path / "held.jsonl"
+    ids = {p.id for p in held}
+    rows = [r for r in data.read_text().splitlines() if json.loads(r)["id"] in ids]
+    held_file.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "eval.json"
+    evaluated = run_cli(
+        "eval", "qa", str(held_file), "--config", str(config),
+        "--strategies", "conductor,conductor:sim", "--json-out", str(out),
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    by = {s["strategy"]: s for s in json.loads(out.read_text())["strategies"]}
+    assert by["conductor:sim"]["accuracy"] > by["conductor"]["accuracy"], by
+    assert by["conductor:sim"]["accuracy"] == after["accuracy"]  # the same planning path
+    nope = run_cli("eval", "qa", str(held_file), "--config", str(config),
+                   "--strategies", "conductor:nope")  # fmt: skip
+    assert_one_line_error(nope, 2, "conductor:nope", "models list")
+
     listed = json.loads(run_cli("models", "list", "--json").stdout)
     assert any(r.get("trained") and r["name"] == "sim" for r in listed)
     info = json.loads(run_cli("models", "info", "sim", "--json").stdout)
@@ -206,3 +231,92 @@ def test_bad_training_input_is_one_line(
         timeout=120,
     )
     assert_one_line_error(without_cma, 2, "pip install 'conductor-cli[train-head]'")
+
+
+PROGRESS = re.compile(r"^conductor: [a-z -]+ \d+/\d+\b")
+
+
+def _row_key(row: dict) -> tuple[tuple[str, int, int], dict]:
+    return (row["q"], int(row["shape"]), int(row["repeat"])), row
+
+
+def test_a_torn_checkpoint_line_is_skipped_and_cut_so_no_row_is_glued_to_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "rewards.jsonl"
+    rows = [{"q": "q1", "shape": s, "repeat": 0, "reward": 1.0} for s in range(3)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]) + '{"q": "q1", "sha')
+    assert list(read_checkpoint(path, _row_key)) == [("q1", 0, 0), ("q1", 1, 0)]
+    with Checkpoint(path) as out:
+        out.append(rows[2])
+    assert path.read_text().splitlines() == [json.dumps(r) for r in rows]
+
+
+def _fill(disk: Path) -> Path:
+    """One file that takes the disk's every free block."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (65536, 4096, 1):
+            try:
+                while os.write(fd, b"\0" * size):
+                    pass
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_while_checkpointing_is_one_line_and_resume_runs_none_twice(
+    simulation: SimulatedPool,
+    sim_files: tuple[Path, Path],
+    small_disk: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))  # the cache stays off it
+    config, data = sim_files
+    args = ["train", "qa", str(data), "--config", str(config), "--out", "full", "--json"]
+    # 2 training questions (each costs llama.cpp a hidden state per run) x 10 shapes x 5 repeats:
+    # 100 rows, over 2 pages of tmpfs, so appending reaches a page the full disk cannot give.
+    args += ["--limit", "3", "--holdout", "0.34", "--repeats", "5", "--generations", "5"]
+    args += ["--concurrency", "1"]
+    proc = start_cli(*args)
+    work = conductors_dir() / ".full.training"
+    checkpoint = work / "rewards.jsonl"
+    deadline = time.monotonic() + 240
+    while not (checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= 10):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "--resume" in err, err
+    before = checkpoint.read_bytes()
+    split_before = (work / "split.json").read_bytes()
+
+    filler = _fill(small_disk)
+    failed = run_cli(*args, "--resume")
+    # Piped, training shows progress lines on stderr; besides them, one line, and the last.
+    assert "Traceback" not in failed.stderr
+    kept = [line for line in failed.stderr.splitlines() if not PROGRESS.match(line)]
+    assert kept and failed.stderr.rstrip().endswith(kept[-1]), failed.stderr
+    failed.stderr = "\n".join(kept)
+    line = assert_one_line_error(failed, 1, "disk full", str(checkpoint), "--resume")
+    assert "No space left" in line, line
+    # The rows written before are there byte for byte; what the failed run added is whole rows
+    # (a row the disk cut short is taken back), each of a run not checkpointed before.
+    after = checkpoint.read_bytes()
+    assert after.startswith(before) and after.endswith(b"\n")
+    keys = [_row_key(json.loads(row))[0] for row in after.splitlines()]
+    assert len(set(keys)) == len(keys) >= len(before.splitlines())
+    assert set(read_checkpoint(checkpoint, _row_key)) == set(keys)
+    assert (work / "split.json").read_bytes() == split_before
+
+    os.remove(filler)
+    resumed = run_cli(*args, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    table = json.loads(resumed.stdout)["reward_table"]
+    assert table["workflow_runs"] == 2 * 10 * 5
+    assert table["resumed_runs"] == len(keys)  # every checkpointed run, and none of them again
+    assert not work.exists()
+    assert (conductors_dir() / "full" / "head.json").exists()

@@ -31,8 +31,9 @@ def eval_cmd(
         str | None,
         typer.Option(
             "--strategies",
-            help="Comma-separated: conductor, single[:W], vote[:W], moa, router, oracle "
-            "(default: all).",
+            help="Comma-separated: conductor[:NAME], single[:W], vote[:W], moa, router, "
+            "knn-router[:vote], oracle (default: all; conductor:NAME plans with the trained "
+            "conductor NAME).",
             show_default=False,
         ),
     ] = None,

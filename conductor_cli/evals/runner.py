@@ -24,8 +24,11 @@ from .records import Problem, Result
 from .store import ResultStore
 from .strategies import (
     DERIVED,
+    KNN,
+    KNN_VOTE,
     Settings,
     base_strategies,
+    conductor_config,
     failed,
     majority,
     moa_workflow,
@@ -94,6 +97,7 @@ class _Solver:
         if kind == "conductor":
             run = self._execute(
                 problem,
+                conductor_config(self.config, strategy),
                 trace=True,
                 trace_extra={"eval": {"dataset": self.dataset, "problem_id": problem.id}},
             )
@@ -107,6 +111,7 @@ class _Solver:
         if kind == "conductor":
             detail["trace"] = trace_id(run.trace_path)
             detail["steps"] = len(run.workflow.steps)
+            detail["shape"] = run.workflow.shape
             if run.trace_path is not None:
                 annotate_trace(
                     run.trace_path,
@@ -227,6 +232,10 @@ def run_eval(
     """Every chosen strategy on every problem; results already in `store` are reused."""
     settings = settings or Settings()
     base = base_strategies(strategies, config)
+    if KNN in strategies or KNN_VOTE in strategies:
+        from .knn import embedding_gguf
+
+        embedding_gguf(config)  # a missing or damaged model fails now, not after every call
     todo: list[tuple[str, Problem]] = []
     resumed = 0
     for p in problems:
@@ -300,7 +309,7 @@ def collect(
     store: ResultStore,
     settings: Settings,
 ) -> list[Result]:
-    """The chosen strategies' results in strategy order, router and oracle derived."""
+    """The chosen strategies' results in strategy order, the derived ones computed."""
     workers = [w.name for w in config.workers]
     singles = {
         (f"single:{w}", p.id): r
@@ -308,10 +317,28 @@ def collect(
         for p in problems
         if (r := store.get(f"single:{w}", p.id)) is not None
     }
+    choices: dict[str, Any] | None = None  # knn-router's picks, shared by both variants
     out: list[Result] = []
     for s in strategies:
         if s == "router":
             out += router_results(problems, singles, workers, settings.seed)
+        elif s in (KNN, KNN_VOTE):
+            from . import knn  # numpy and llama.cpp: only when asked for
+
+            if choices is None:
+                embeddings = knn.embed_problems(config, problems)
+                choices = knn.route(
+                    problems, embeddings, singles, workers, settings.seed, settings.knn_clusters
+                )
+            stored = singles
+            if s == KNN_VOTE:
+                stored = {
+                    (f"vote:{w}", p.id): r
+                    for w in workers
+                    for p in problems
+                    if (r := store.get(f"vote:{w}", p.id)) is not None
+                }
+            out += knn.knn_router_results(s, problems, choices, stored)
         elif s == "oracle":
             out += oracle_results(problems, singles, workers)
         elif s not in DERIVED:

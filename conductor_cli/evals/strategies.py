@@ -1,11 +1,14 @@
 """The ways to answer a problem that `conductor eval` compares.
 
-Base strategies call models: `conductor` (plan, then run the plan), `single:<worker>` (one
+Base strategies call models: `conductor` (plan, then run the plan; `conductor:NAME` plans with
+the conductor NAME, e.g. a trained one, instead of the configured one), `single:<worker>` (one
 call), `vote:<worker>` (self-consistency: N samples, majority answer) and `moa`
 (Mixture-of-Agents: every worker answers, later layers refine, one aggregator combines).
 Derived strategies call nothing: `router` (a lookup table: the worker that scored best on the
-other half of the dataset, per category where there are categories) and `oracle` (any worker
-right: an upper bound). Both are computed from the `single:` results.
+other half of the dataset, per category where there are categories), `knn-router` (the same,
+per cluster of question embeddings instead of per category: evals/knn.py; `knn-router:vote`
+takes the chosen worker's `vote:` result) and `oracle` (any worker right: an upper bound).
+All are computed from the `single:` results.
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from ..workflow import Step, Workflow
 from .records import Problem, Result
 
 BASE = ("conductor", "single", "vote", "moa")
-DERIVED = ("router", "oracle")
+KNN = "knn-router"
+KNN_VOTE = "knn-router:vote"
+# Derived strategies as they are named in a strategy list.
+DERIVED = ("router", KNN, KNN_VOTE, "oracle")
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,9 @@ class Settings:
     moa_layers: int = 1
     aggregator: str | None = None  # None: the first worker in the pool
     seed: int = 0
+    # knn-router's clusters per half; None: evals/knn.cluster_count's rule. Not in to_dict:
+    # derived results are computed afresh each time, never stored under the eval's key.
+    knn_clusters: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +63,8 @@ def default_strategies(config: Config) -> list[str]:
         *(f"vote:{n}" for n in names),
         "moa",
         "router",
+        KNN,
+        KNN_VOTE,  # every vote:W is in the run already: it costs no call
         "oracle",
     ]
 
@@ -78,23 +89,54 @@ def parse_strategies(text: str | None, config: Config) -> list[str]:
                     f"({', '.join(names)}); use one of them or `{kind}` for all"
                 )
             chosen.append(raw)
+        elif raw in DERIVED:
+            chosen.append(raw)
+        elif kind == "conductor" and worker:
+            chosen.append(f"conductor:{check_conductor(worker, raw)}")
         elif kind in ("conductor", "moa", *DERIVED) and not worker:
             chosen.append(kind)
         else:
             raise InputError(
-                f"--strategies {raw}: unknown strategy; use conductor, single[:WORKER], "
-                "vote[:WORKER], moa, router or oracle"
+                f"--strategies {raw}: unknown strategy; use conductor[:NAME], single[:WORKER], "
+                "vote[:WORKER], moa, router, knn-router[:vote] or oracle"
             )
     if not chosen:
         raise InputError("--strategies is empty; name at least one strategy")
     return list(dict.fromkeys(chosen))
 
 
+def check_conductor(name: str, raw: str) -> str:
+    """`conductor:NAME` plans with another conductor: a trained one (`conductor train`), a
+    catalog model or a .gguf path, as `conductor.model` takes them."""
+    from ..catalog import is_gguf_path, load_catalog
+    from ..train.registry import find
+
+    if find(name) is not None or is_gguf_path(name) or name.startswith("litellm:"):
+        return name
+    if name in load_catalog().entries:
+        return name
+    raise InputError(
+        f"--strategies {raw}: no trained conductor or catalog model named {name!r}; "
+        "see `conductor models list`"
+    )
+
+
+def conductor_config(config: Config, strategy: str) -> Config:
+    """The config a `conductor[:NAME]` strategy plans with."""
+    _, _, name = strategy.partition(":")
+    if not name:
+        return config
+    return replace(config, conductor=replace(config.conductor, model=name))
+
+
 def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
-    """The strategies that call models; router and oracle need every worker's `single:`."""
+    """The strategies that call models; the derived ones need every worker's `single:`, and
+    `knn-router:vote` every worker's `vote:` (which worker it takes varies by problem)."""
     needed = [s for s in strategies if s.split(":")[0] in BASE]
     if any(s in DERIVED for s in strategies):
         needed += [f"single:{w.name}" for w in config.workers]
+    if KNN_VOTE in strategies:
+        needed += [f"vote:{w.name}" for w in config.workers]
     return list(dict.fromkeys(needed))
 
 
