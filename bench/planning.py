@@ -42,7 +42,7 @@ def pool_config() -> str:
 
 def plan_once(question: str) -> None:
     """In a fresh process: load the conductor, plan once, print the timings as JSON."""
-    from conductor_cli.api import Runtime, _plan, _worker_infos
+    from conductor_cli.api import Runtime, _plan, worker_infos
     from conductor_cli.config import load_config
 
     config = load_config()
@@ -50,7 +50,7 @@ def plan_once(question: str) -> None:
     pool = runtime.pool()
     backend = runtime.conductor()
     start = time.perf_counter()
-    plan = _plan(backend, config, question, (), _worker_infos(pool, 0, 0), lambda e: None)
+    plan = _plan(backend, config, question, (), worker_infos(pool.workers, 0, 0), lambda e: None)
     seconds = time.perf_counter() - start
     runtime.close()
     print(json.dumps({"seconds": seconds, "tokens_in": plan.tokens_in, "cached": plan.cached}))

@@ -8,13 +8,13 @@ failure it is asked once more with the error shown to it.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from .backends.base import Backend, Completion, Request
+from .config import CONDUCTOR_WORKER
 from .errors import WorkflowError
 from .inputs import Attachment
 from .workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
@@ -43,54 +43,85 @@ class Plan:
     fallback: bool = False
 
 
+# The prompt's example workflows, one per shape, each on a topic unlike the questions users ask.
+# The paper found that examples from other kinds of task teach the format without handing the
+# conductor a strategy to copy (a 135M conductor copied generic "easy/hard" examples word for
+# word). Each is (question, steps); a step is (task, sees). Tasks are short and faithful to
+# their question, which every worker reads too. The one-step example comes last: the 135M
+# conductor leans on the last example, and most questions need one step (bench/copy_rate.py).
+EXAMPLES: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...] = (
+    (  # solve, then check
+        "White has a king and a rook against a lone king. How does White force mate?",
+        (
+            ("Work out the mating plan for White, move by move.", ()),
+            ("Check every move for mistakes and give the corrected plan.", (0,)),
+        ),
+    ),
+    (  # two attempts in parallel, then compare
+        "Write a regex that matches a 24-hour time such as 23:59.",
+        (
+            ("Write the regex and test it on a few times.", ()),
+            ("Write your own regex and test it on edge cases like 24:00.", ()),
+            ("Compare both regexes and give the one that is right.", (0, 1)),
+        ),
+    ),
+    (  # plan, write, review
+        "Write a knitting pattern for a striped scarf.",
+        (
+            ("Choose the yarn, needles, width and stripe colours.", ()),
+            ("Write the pattern row by row from that plan.", (0,)),
+            ("Review the pattern for errors and give the final version.", (1,)),
+        ),
+    ),
+    (  # one step
+        "How many grams is 3/4 cup of flour?",
+        (("Answer the question: convert the cups to grams.", ()),),
+    ),
+)
+
+
+def example_workflows(names: Sequence[str], max_steps: int) -> list[tuple[str, Workflow]]:
+    """The examples that fit `max_steps`, their workers taken in turn from the pool's names
+    (never the conductor itself, which the pool lists when recursion is on)."""
+    usable = [n for n in names if n != CONDUCTOR_WORKER] or list(names)
+    out: list[tuple[str, Workflow]] = []
+    turn = 0
+    for question, steps in EXAMPLES:
+        if len(steps) > max_steps:
+            continue
+        chosen = []
+        for task, sees in steps:
+            chosen.append(Step(usable[turn % len(usable)], task, sees))
+            turn += 1
+        out.append((question, Workflow(tuple(chosen))))
+    return out
+
+
 def _examples(names: Sequence[str], max_steps: int) -> str:
-    """Two worked examples in the pool's own names: a small model copies their shape."""
-    first = names[0]
-    second = names[1] if len(names) > 1 else names[0]
-    easy = {
-        "steps": [
-            {
-                "worker": first,
-                "task": "Answer the question directly in one or two sentences.",
-                "sees": [],
-            }
-        ]
-    }
-    hard = {
-        "steps": [
-            {
-                "worker": first,
-                "task": "Solve the problem step by step and show the work.",
-                "sees": [],
-            },
-            {
-                "worker": second,
-                "task": "Check the solution above for mistakes and write the "
-                "corrected final answer.",
-                "sees": [0],
-            },
-        ]
-    }
-    text = f"Easy question:\n{json.dumps(easy)}"
-    if max_steps >= 2:
-        text += f"\nHard question:\n{json.dumps(hard)}"
-    return text
+    return "\n".join(
+        f"Question: {q}\n{w.to_json()}" for q, w in example_workflows(names, max_steps)
+    )
 
 
 def system_prompt(pool: Sequence[WorkerInfo], max_steps: int) -> str:
     roster = "\n".join(f"- {w.name}: {w.description or 'no description'}" for w in pool)
     names = [w.name for w in pool]
+    size = (
+        "Use one step."
+        if max_steps == 1
+        else "A question with a short answer (a fact, a number, a date) needs one step; a hard "
+        f"one up to {max_steps}."
+    )
     return (
         "You are the conductor of a team of AI workers. You do not answer the question "
         "yourself: you write a workflow, a short list of steps, and each step gives one worker "
-        "one clear instruction in plain words.\n"
+        "one short instruction. Every worker reads the question too.\n"
         "A step may read the outputs of earlier steps: list their numbers (counting from 0) in "
         '"sees". The output of the last step is the final answer, so the last step must '
-        "produce the complete answer.\n"
-        f"Use one step for an easy question. For a hard one use up to {max_steps} steps, such "
-        "as: solve, check, then fix.\n\n"
+        f"produce the complete answer. {size}\n\n"
         f"The workers:\n{roster}\n\n"
-        "Reply with the workflow as JSON only, like these examples:\n"
+        "Reply with the workflow as JSON only. Examples on other topics (write your own "
+        "instructions for each question):\n"
         f"{_examples(names, max_steps)}"
     )
 
@@ -121,7 +152,7 @@ FALLBACK_TASK = "Answer the question completely and directly, using any attached
 
 def one_step_fallback(pool: Sequence[WorkerInfo], error: WorkflowError) -> Workflow:
     """One step for the worker with the longest description (ties: the first listed)."""
-    workers = [w for w in pool if w.name != "conductor"] or list(pool)
+    workers = [w for w in pool if w.name != CONDUCTOR_WORKER] or list(pool)
     best = max(workers, key=lambda w: len(w.description))  # max keeps the first of equals
     return Workflow(
         (Step(best.name, FALLBACK_TASK, ()),),
