@@ -7,6 +7,7 @@ events go to the caller's subscriber (a view) and to the trace writer.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,27 @@ def conductor_pricing(config: Config, lookup: Callable[[str], list[float] | None
     )
 
 
+class Choosers:
+    """Trained heads loaded once and kept for many questions: an eval passes one to every
+    `execute`, so a trained conductor's GGUF is not loaded again for each problem."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, ...], ShapeChooser] = {}
+        self._lock = threading.Lock()  # eval threads may ask for the same head at once
+
+    def get(self, key: tuple[str, ...], load: Callable[[], ShapeChooser]) -> ShapeChooser:
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load()
+            return self._loaded[key]
+
+    def close(self) -> None:
+        with self._lock:
+            for chooser in self._loaded.values():
+                chooser.close()
+            self._loaded.clear()
+
+
 class Runtime:
     """One run's resources: the model registry, the response cache and the call counter."""
 
@@ -118,6 +140,7 @@ class Runtime:
         models: LlamaModels | None = None,
         budget: Budget | None = None,
         litellm: LiteLLMProcess | None = None,
+        choosers: Choosers | None = None,
     ) -> None:
         self.config = config
         self.budget = budget
@@ -138,7 +161,8 @@ class Runtime:
         # (eval) passes one in, so litellm's seconds-long import is paid once.
         self._own_litellm = litellm is None
         self.litellm = litellm or LiteLLMProcess()
-        self._chooser: ShapeChooser | None = None
+        self._own_choosers = choosers is None
+        self.choosers = choosers or Choosers()
 
     def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
         return CachedBackend(
@@ -174,20 +198,21 @@ class Runtime:
 
     def chooser(self) -> ShapeChooser | None:
         """The trained part of a trained conductor (conductor.model names one), else None."""
-        if self._chooser is None:
-            from .train.registry import find
+        from .train.registry import find
 
-            trained = find(self.config.conductor.model)
-            if trained is None or trained.method != "head":
-                return None  # the LoRA methods' training lives in the adapter
+        trained = find(self.config.conductor.model)
+        if trained is None or trained.method != "head":
+            return None  # the LoRA methods' training lives in the adapter
+        names = tuple(w.name for w in self.config.workers)
+
+        def load() -> ShapeChooser:
             from .train.chooser import HeadChooser
 
             base = conductor_backend(self.config, self.catalog, self.models, self.litellm)
             assert isinstance(base, LlamaCppBackend)
-            self._chooser = HeadChooser.load(
-                trained, base.path, [w.name for w in self.config.workers], self.config.conductor
-            )
-        return self._chooser
+            return HeadChooser.load(trained, base.path, names, self.config.conductor)
+
+        return self.choosers.get((trained.name, str(trained.head_path), *names), load)
 
     def conductor(self) -> Backend:
         pricing = conductor_pricing(self.config, self.litellm.rates)
@@ -195,8 +220,8 @@ class Runtime:
         return self._wrap(backend, "conductor", pricing)
 
     def close(self) -> None:
-        if self._chooser is not None:
-            self._chooser.close()
+        if self._own_choosers:
+            self.choosers.close()
         if self._own_litellm:
             self.litellm.close()
         if self._own_models:
@@ -239,6 +264,7 @@ def execute(
     catalog: Catalog | None = None,
     models: LlamaModels | None = None,
     litellm: LiteLLMProcess | None = None,
+    choosers: Choosers | None = None,
 ) -> RunResult:
     """Run one question: plan with the conductor unless `workflow` is given, then run it.
 
@@ -257,6 +283,7 @@ def execute(
         models=models,
         budget=budget,
         litellm=litellm,
+        choosers=choosers,
     )
     start = time.monotonic()
     try:

@@ -21,9 +21,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conductor_cli.api import Choosers, Runtime
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.conductor import WorkerInfo, plan_messages
+from conductor_cli.config import load_config
 from conductor_cli.evals.datasets import load_qa
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
@@ -145,6 +147,21 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     by = {s["strategy"]: s for s in json.loads(out.read_text())["strategies"]}
     assert by["conductor:sim"]["accuracy"] > by["conductor"]["accuracy"], by
     assert by["conductor:sim"]["accuracy"] == after["accuracy"]  # the same planning path
+    # An eval loads a trained head once for all its problems: runtimes sharing `Choosers`
+    # get the same loaded head, and closing one runtime keeps it for the next.
+    choosers = Choosers()
+    first, second = (Runtime(load_config(use), choosers=choosers) for _ in range(2))
+    try:
+        head_once = first.chooser()
+        assert head_once is not None
+        first.close()
+        assert second.chooser() is head_once
+    finally:
+        second.close()
+        choosers.close()
+    untrained = Runtime(load_config(config))
+    assert untrained.chooser() is None
+    untrained.close()
     nope = run_cli("eval", "qa", str(held_file), "--config", str(config),
                    "--strategies", "conductor:nope")  # fmt: skip
     assert_one_line_error(nope, 2, "conductor:nope", "models list")

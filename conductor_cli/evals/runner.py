@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import waiting
-from ..api import RunResult, conductor_pricing, execute, worker_pricing
+from ..api import Choosers, RunResult, conductor_pricing, execute, worker_pricing
 from ..backends.litellm import LiteLLMProcess
 from ..backends.llamacpp import LlamaModels
 from ..backends.prefix_state import PrefixStateStore
@@ -63,6 +63,7 @@ class _Solver:
         cache_mode: CacheMode,
         models: LlamaModels,
         litellm: LiteLLMProcess,
+        choosers: Choosers,
         sandbox: Sandbox | None,
     ) -> None:
         self.config = config
@@ -71,6 +72,7 @@ class _Solver:
         self.cache_mode = cache_mode
         self.models = models
         self.litellm = litellm
+        self.choosers = choosers
         self.sandbox = sandbox
 
     def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> RunResult:
@@ -80,6 +82,7 @@ class _Solver:
             cache_mode=self.cache_mode,
             models=self.models,
             litellm=self.litellm,
+            choosers=self.choosers,
             **kw,
         )
 
@@ -254,6 +257,7 @@ def run_eval(
         state_store=PrefixStateStore.default() if config.cache.enabled else None,
     )
     litellm = LiteLLMProcess()
+    choosers = Choosers()
     solver = _Solver(
         config,
         settings,
@@ -261,6 +265,7 @@ def run_eval(
         cache_mode=cache_mode,
         models=models,
         litellm=litellm,
+        choosers=choosers,
         sandbox=sandbox,
     )
 
@@ -296,6 +301,7 @@ def run_eval(
             # soon (their models are closed below) and store nothing.
             pool.shutdown(wait=False, cancel_futures=True)
         litellm.close()
+        choosers.close()
         models.close()
     return EvalRun(
         tuple(collect(problems, strategies, config, store, settings)), resumed, len(todo)
