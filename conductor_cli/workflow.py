@@ -35,6 +35,19 @@ TASK_MAX_WORDS = 24
 WORD_MAX_CHARS = 16
 TASK_MAX_CHARS = TASK_MAX_WORDS * (WORD_MAX_CHARS + 1)
 
+# Under the grammar a task opens with one of these verbs: an instruction, never an answer. The
+# 135M conductor otherwise wrote its own guesses as tasks ("The answer is: the capital of
+# Australia is Sydney."), and the worker repeated them (issue 17: a third of tasks on facts).
+TASK_VERBS = (
+    "Add", "Analyze", "Answer", "Break", "Calculate", "Check", "Choose", "Classify", "Combine",
+    "Compare", "Compute", "Convert", "Correct", "Count", "Create", "Critique", "Debug",
+    "Decide", "Define", "Derive", "Describe", "Design", "Determine", "Draft", "Edit",
+    "Estimate", "Evaluate", "Explain", "Extract", "Find", "Fix", "Format", "Give", "Identify",
+    "Implement", "Improve", "List", "Merge", "Name", "Outline", "Pick", "Plan", "Prove", "Rank",
+    "Read", "Recommend", "Refactor", "Review", "Rewrite", "Simplify", "Solve", "Sort", "State",
+    "Suggest", "Summarize", "Test", "Translate", "Verify", "Work", "Write",
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Step:
@@ -110,7 +123,8 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
 def task_rules() -> list[str]:
     """The grammar rules `task` and `word`: a bounded run of words between quotes."""
     return [
-        f'task ::= "\\"" word ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""',
+        f'task ::= "\\"" verb ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""',
+        "verb ::= " + " | ".join(_lit(v) for v in TASK_VERBS),
         # Not a quote, backslash, control character or any space Python's str.split() splits
         # on (a no-break space inside a "word" made a 24-word task count 25).
         f'word ::= [^"\\\\{_SPACES}]{{1,{WORD_MAX_CHARS}}}',

@@ -19,7 +19,13 @@ from conductor_cli.conductor import (
     system_prompt,
 )
 from conductor_cli.config import Config
-from conductor_cli.workflow import TASK_MAX_WORDS, TASK_MIN_WORDS, WORD_MAX_CHARS, parse_workflow
+from conductor_cli.workflow import (
+    TASK_MAX_WORDS,
+    TASK_MIN_WORDS,
+    TASK_VERBS,
+    WORD_MAX_CHARS,
+    parse_workflow,
+)
 
 THREE = [
     WorkerInfo("solver", "good at arithmetic and logic"),
@@ -62,6 +68,7 @@ def test_examples_use_the_pools_names_and_fit_the_grammar(names: list[str], max_
             words = step.task.split()
             assert TASK_MIN_WORDS <= len(words) <= TASK_MAX_WORDS
             assert all(len(w) <= WORD_MAX_CHARS and '"' not in w for w in words)
+            assert words[0] in TASK_VERBS
             used.add(step.worker)
     # The conductor (offered as a worker when recursion is on) is never an example's worker;
     # the other names are cycled through, so a pool's every worker appears once it fits.
@@ -107,7 +114,8 @@ def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
 
 def test_the_real_conductor_writes_its_own_tasks(conductor_backend: LlamaCppBackend) -> None:
     """Default settings (temperature, seed, max_steps), the embedded pool and a pool of three:
-    no planned task is an example's task word for word (the old prompt: 5 of 12 tasks)."""
+    no planned task is an example's task word for word (the old prompt: 5 of 12 tasks), and
+    every task is an instruction (the grammar opens it with a verb), never an answer."""
     c = Config().conductor
     conductor = Conductor(conductor_backend, temperature=c.temperature, seed=c.seed)
     default_pool = [WorkerInfo(w.name, w.description) for w in Config().workers]
@@ -126,3 +134,4 @@ def test_the_real_conductor_writes_its_own_tasks(conductor_backend: LlamaCppBack
             if " ".join(step.task.lower().split()) in examples:
                 copied.append((question, step.task))
     assert planned and not copied, copied
+    assert all(task.split()[0] in TASK_VERBS for task in planned), planned
