@@ -148,11 +148,23 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--plot", type=Path, default=None, help="write the learning curve here")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="continue the run in this directory (printed at the end): trained conductors "
+        "and stored eval results are kept, only what is missing runs",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.train.split(","))
-    root = temp_root()
+    root = args.root or temp_root()
+    root.mkdir(parents=True, exist_ok=True)
     bank = make_questions(KINDS, args.questions // len(KINDS), seed=args.seed)
-    sim = SimulatedPool(bank, skills(), {"w3": {"chain": ("w0", 0.95)}})
+    # The same port as before when continuing: the pool's address is part of the eval's key.
+    port_file = root / "port"
+    port = int(port_file.read_text()) if port_file.exists() else 0
+    sim = SimulatedPool(bank, skills(), {"w3": {"chain": ("w0", 0.95)}}, port=port)
+    port_file.write_text(sim.api_base.split(":")[2].split("/")[0])
     env = isolated_env(root)
     env["CONDUCTOR_CONFIG"] = str(sim.config(root / "config.toml"))
     data_dir = Path(env["CONDUCTOR_DATA_DIR"])
@@ -165,23 +177,29 @@ def main() -> None:
     kind_of = {f"q{q.number}": q.kind for q in bank.values()}
     held_file = write_qa(held, root / "held.jsonl")
 
+    timings_file = root / "training.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
     trained: list[dict] = []
     for n in sizes:
         data = write_qa(pool[:n], root / f"train-{n}.jsonl")
+        record_file = data_dir / "conductors" / f"sim-{n}" / "record.json"
         start = time.monotonic()
-        conductor(
-            ["train", "qa", str(data), "--holdout", "0", "--seed", str(args.seed),
-             "--out", f"sim-{n}", "--concurrency", str(args.concurrency)],
-            env,
-            f"train on {n}",
-        )  # fmt: skip
-        record = json.loads((data_dir / "conductors" / f"sim-{n}" / "record.json").read_text())
+        if not record_file.exists():
+            conductor(
+                ["train", "qa", str(data), "--holdout", "0", "--seed", str(args.seed),
+                 "--out", f"sim-{n}", "--concurrency", str(args.concurrency)],
+                env,
+                f"train on {n}",
+            )  # fmt: skip
+            timings[str(n)] = round((time.monotonic() - start) / 60, 1)
+            timings_file.write_text(json.dumps(timings))
+        record = json.loads(record_file.read_text())
         trained.append(
             {
                 "training_questions": n,
                 "workflow_runs": record["reward_table"]["workflow_runs"],
                 "worker_calls": record["reward_table"]["worker_calls"],
-                "minutes": round((time.monotonic() - start) / 60, 1),
+                "minutes": timings.get(str(n)),
             }
         )
 
@@ -197,16 +215,19 @@ def main() -> None:
     )  # fmt: skip
     eval_minutes = round((time.monotonic() - start) / 60, 1)
 
+    # Per problem: the outcomes of every strategy (derived ones too) from the eval's JSON, the
+    # rest of a result (the conductor's shape, calls) from its store.
+    correct = json.loads((root / "eval.json").read_text())["correct"]
     results: dict[str, dict[str, dict]] = defaultdict(dict)
     for row in stored_results(data_dir):
         results[row["strategy"]][row["problem_id"]] = row
     ids = [f"q{q.number}" for q in held]
 
     def right(strategy: str) -> list[bool]:
-        return [bool(results[strategy][i]["correct"]) for i in ids]
+        return [bool(correct[strategy][i]) for i in ids]
 
     summary: dict[str, dict] = {}
-    for s in results:
+    for s in correct:
         ok = right(s)
         k = sum(ok)
         low, high = wilson(k, len(ok))
@@ -219,7 +240,7 @@ def main() -> None:
             "high": round(high, 4),
             "by_kind": {kk: round(sum(v) / len(v), 3) for kk, v in sorted(by_kind.items())},
             "calls_per_question": round(
-                sum(results[s][i].get("model_calls", 0) for i in ids) / len(ids), 2
+                sum(results[s].get(i, {}).get("model_calls", 0) for i in ids) / len(ids), 2
             ),
         }
     singles = {s: v for s, v in summary.items() if s.startswith("single:")}
@@ -249,8 +270,8 @@ def main() -> None:
             ),
             "trained_shapes": {s or "?": chain_shapes.count(s) for s in set(chain_shapes)},
             "trained_minus_knn_router": paired(
-                [bool(results[final][i]["correct"]) for i in chain_ids],
-                [bool(results["knn-router"][i]["correct"]) for i in chain_ids],
+                [bool(correct[final][i]) for i in chain_ids],
+                [bool(correct["knn-router"][i]) for i in chain_ids],
             ),
         },
         "learning_curve": curve,

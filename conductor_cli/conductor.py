@@ -73,9 +73,10 @@ EXAMPLES: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...] = (
             ("Review the pattern for errors and give the final version.", (1,)),
         ),
     ),
-    (  # one step
-        "How many grams is 3/4 cup of flour?",
-        (("Answer the question: convert the cups to grams.", ()),),
+    (  # one step; its task names no operation a short question could borrow (with "convert
+        # the cups to grams" here, the 135M conductor asked for grams on capitals and dates)
+        "Which planet in the solar system is the largest?",
+        (("Name the planet in a few words.", ()),),
     ),
 )
 

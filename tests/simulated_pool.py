@@ -58,6 +58,7 @@ class SimulatedPool:
     skills: Mapping[str, Mapping[str, float]]
     helped: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
     calls: int = 0
+    port: int = 0  # 0: any free one; a bench that resumes an eval binds the same one again
 
     def __post_init__(self) -> None:
         sim = self
@@ -100,7 +101,7 @@ class SimulatedPool:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.api_base = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 

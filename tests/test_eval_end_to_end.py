@@ -78,6 +78,10 @@ def test_humaneval_every_strategy_table_json_csv_plot(tmp_path: Path, gguf_path:
     # With one worker the router can only pick it.
     assert by["router"]["correct"] == by["single:local"]["correct"]
     assert doc["meta"]["n_problems"] == 5
+    # Each problem's outcome per strategy, derived ones too: what a paired test needs.
+    assert list(doc["correct"]) == STRATEGIES
+    for s, outcome in doc["correct"].items():
+        assert len(outcome) == 5 and sum(outcome.values()) == by[s]["correct"], s
 
     with out_csv.open(newline="") as f:
         table = list(csv.DictReader(f))

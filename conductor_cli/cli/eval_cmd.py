@@ -160,7 +160,7 @@ def eval_cmd(
         "results": str(store.path),
     }
     if json_out:
-        report.write_json(json_out, summaries, out_meta)
+        report.write_json(json_out, summaries, out_meta, run.results)
     if csv_out:
         report.write_csv(csv_out, summaries)
     if plot:

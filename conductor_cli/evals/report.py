@@ -178,8 +178,19 @@ def _md_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def write_json(path: Path, summaries: Sequence[Summary], meta: dict[str, Any]) -> None:
-    data = {"meta": meta, "strategies": [s.to_dict() for s in summaries]}
+def write_json(
+    path: Path, summaries: Sequence[Summary], meta: dict[str, Any], results: Sequence[Result] = ()
+) -> None:
+    """The summaries, and each problem's outcome per strategy (derived ones included), so
+    that two strategies can be compared question by question (a paired test)."""
+    outcomes: dict[str, dict[str, bool]] = {}
+    for r in results:
+        outcomes.setdefault(r.strategy, {})[r.problem_id] = r.correct
+    data = {
+        "meta": meta,
+        "strategies": [s.to_dict() for s in summaries],
+        "correct": outcomes,
+    }
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     atomic_write(path, text.encode("utf-8"), mode=0o644)
 
