@@ -72,6 +72,21 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("llama-state")
 
 
+@pytest.fixture(scope="session")
+def repack_settled(models_dir: Path, shared_state_dir: Path) -> None:
+    """The weight-repacking check (backends/repack_check.py) runs once per machine, and on a CPU
+    that faults on AMX its verdict comes with a one-time note on stderr. It is settled here,
+    so that which test loads a model first does not decide which one sees the note;
+    tests/test_repack_check.py tests the check itself, in state dirs of its own."""
+    from conductor_cli.backends import repack_check
+
+    model = models_dir / load_catalog().get(load_catalog().default).file
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONDUCTOR_STATE_DIR", str(shared_state_dir))
+        patch.delenv(repack_check.PROBE_ENV, raising=False)
+        repack_check.ensure(model, lambda message: None)
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(
     tmp_path: Path,
@@ -92,6 +107,7 @@ def isolated_home(
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     if "models_dir" in request.fixturenames or "gguf_path" in request.fixturenames:
         monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(request.getfixturevalue("models_dir")))
+        request.getfixturevalue("repack_settled")
     else:
         monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(home / "models"))
     yield home

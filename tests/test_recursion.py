@@ -64,7 +64,10 @@ def test_recursive_step_runs_a_nested_workflow(tmp_path: Path, gguf_path: Path) 
     shown = run_cli("traces", "show", record["id"]).stdout
     lines = shown.splitlines()
     top = next(i for i, line in enumerate(lines) if "step 1" in line and "conductor" in line)
-    assert any("step 0" in line and " w " in line for line in lines[top + 1 : top + 2 + n_nested])
+    # Until the parent's next step (long tasks wrap at 80 columns, off a terminal).
+    end = next(i for i, line in enumerate(lines) if "step 2" in line and " w " in line)
+    assert any("step 0" in line and " w " in line for line in lines[top + 1 : end])
+    assert all(line.startswith("│ ") for line in lines[top + 1 : end])  # drawn under step 1
 
 
 def test_conductor_worker_needs_recursion_enabled(tmp_path: Path, gguf_path: Path) -> None:

@@ -82,22 +82,27 @@ def test_a_model_loads_without_repacking_when_the_verdict_says_so(
     assert len(notes) == 1
 
 
-def test_a_working_check_keeps_repacking_and_runs_once(
+def test_the_real_check_is_kept_and_runs_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gguf_path: Path
 ) -> None:
-    """The real child on this machine: its verdict is kept and reused by the next load."""
+    """The real child on this machine, whichever verdict it reaches (repacking works on most
+    CPUs; some with AMX fault): the verdict is kept and reused by the next load, and a note
+    is given only when repacking is turned off, once."""
     monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.delenv(repack_check.PROBE_ENV, raising=False)
     assert repack_check.load_verdict() is None
-    models = LlamaModels(n_ctx=512, note=pytest.fail)
+    notes: list[str] = []
+    models = LlamaModels(n_ctx=512, note=notes.append)
     try:
         llama = models.get(gguf_path).llama
         verdict = repack_check.load_verdict()
         assert verdict is not None
         kept = repack_check.verdict_file(verdict.key).stat().st_mtime_ns
         assert llama.model_params.use_extra_bufts is verdict.repack
+        llama.eval(llama.tokenize(b"A batched decode of several tokens works.", add_bos=True))
     finally:
         models.close()
+    assert len(notes) == (0 if verdict.repack else 1), notes
     again = LlamaModels(n_ctx=512, note=pytest.fail)
     try:
         again.get(gguf_path)

@@ -401,6 +401,7 @@ def train_lora(
                 examples = [_example(encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
                 rng = random.Random(options.seed + k)
                 batches = minibatches(chosen, MINIBATCH, rng, options.epochs)
+                fit_before = _mean_routing_logprob(policy, examples)
                 for done_steps, batch_ids in enumerate(batches, 1):
                     part = [examples[i] for i in batch_ids]
                     loss = policy.step(part, [1.0] * len(part), lr)
@@ -413,6 +414,7 @@ def train_lora(
                         )
                     )
                 kept = len(examples)
+                fit = {"before": fit_before, "after": _mean_routing_logprob(policy, examples)}
             else:
                 weights = grpo_weights(samples)
                 used = [(s, w) for s, w in zip(samples, weights, strict=True) if s.reply and w]
@@ -432,6 +434,9 @@ def train_lora(
                 "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
                 "fitted": kept,
             }
+            if method == "expert-iteration":
+                # Did the fit take: the experts' routing decisions, mean log p per token.
+                entry["experts_logprob"] = fit
             directory = _conductor_dir(work / f"adapter-{k}", policy, record_of(intermediate=k))
             evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
             if evaluate_now:
@@ -540,3 +545,14 @@ def _example(
     max_steps: int,
 ) -> Example:
     return encoder.example(plan_messages(problem.question, infos, (), max_steps), sample.reply)
+
+
+def _mean_routing_logprob(policy: Policy, examples: Sequence[Example]) -> float | None:
+    """Mean log p per routing token of `examples` under the policy now (no gradients)."""
+    if not examples:
+        return None
+    import torch
+
+    with torch.no_grad():
+        sums, counts = policy.routing_logprobs(examples)
+    return round(float(sums.sum() / counts.sum().clamp(min=1)), 4)
