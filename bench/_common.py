@@ -7,6 +7,7 @@ machines are noisy; the ratio is what is reported and checked against the issue'
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -93,3 +94,52 @@ def report(rows: list[dict[str, object]], as_json: bool) -> None:
     for r in rows:
         verdict = "meets" if r["ok"] else "MISSES"
         print(f"{r['what']}: {r['figure']} | reference: {r['reference']} | {verdict} {r['target']}")
+
+
+# --- proofs of learning (prove_learning.py, prove_embedded.py) ---
+
+Z_95 = 1.959964
+
+
+def conductor(args: list[str], env: dict[str, str], what: str) -> subprocess.CompletedProcess:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [CONDUCTOR, *args], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        sys.exit(f"{what} failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}")
+    print(f"{what}: {time.monotonic() - start:.0f} s", file=sys.stderr)
+    return proc
+
+
+def wilson(k: int, n: int) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 0.0)
+    p = k / n
+    denom = 1 + Z_95**2 / n
+    centre = (p + Z_95**2 / (2 * n)) / denom
+    half = Z_95 * math.sqrt(p * (1 - p) / n + Z_95**2 / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def paired(a: list[bool], b: list[bool]) -> dict[str, float]:
+    """Mean of a - b over the same questions, with the normal 95 % interval of paired
+    differences (each difference is -1, 0 or 1)."""
+    d = [int(x) - int(y) for x, y in zip(a, b, strict=True)]
+    n = len(d)
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+    half = Z_95 * math.sqrt(var / n)
+    low, high = round(mean - half, 4), round(mean + half, 4)
+    return {"difference": round(mean, 4), "low": low, "high": high}
+
+
+def stored_results(data_dir: Path) -> list[dict]:
+    rows: list[dict] = []
+    for path in sorted((data_dir / "evals").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows

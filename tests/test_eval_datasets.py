@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,8 +18,10 @@ from conductor_cli.evals.answers import extract_code, program_for
 from conductor_cli.evals.datasets import (
     CODE_INSTRUCTION,
     fingerprint,
+    load_dataset,
     load_humaneval,
     load_mcq,
+    load_mixed,
     load_qa,
     select,
 )
@@ -138,6 +141,49 @@ def test_qa_keeps_answers_as_text(tmp_path: Path) -> None:
 def test_qa_unknown_scorer_lists_the_known_ones(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="exact, numeric, contains"):
         load_qa(tmp_path / "any.jsonl", "fuzzy")
+
+
+# --- mixed -----------------------------------------------------------------------------------
+
+
+def test_mixed_file_holds_each_kind_with_its_own_scorer(tmp_path: Path) -> None:
+    humaneval = json.loads(HUMANEVAL5.read_text(encoding="utf-8").splitlines()[0])
+    mcq = json.loads(MCQ10.read_text(encoding="utf-8").splitlines()[0])
+    rows = [
+        {"dataset": "humaneval", **humaneval},
+        {"dataset": "mcq", **mcq, "id": "france"},
+        {"dataset": "qa", "question": "6 * 7?", "answer": 42, "scorer": "numeric"},
+        {"dataset": "qa", "question": "Capital of Peru?", "answer": "Lima"},
+    ]
+    path = tmp_path / "mix.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    problems = load_dataset("mixed", path, "contains")
+    assert [(p.id, p.kind, p.scorer) for p in problems] == [
+        ("HumanEval/0", "code", "tests"),
+        ("france", "mcq", "choice"),
+        ("mix:3", "qa", "numeric"),
+        ("mix:4", "qa", "contains"),  # no scorer of its own: the command's
+    ]
+    # Each line is read exactly as the single-kind loaders read it.
+    assert problems[0] == load_humaneval(HUMANEVAL5)[0]
+    assert replace(problems[1], id="x") == replace(load_mcq(MCQ10)[0], id="x")
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        ({"question": "Q", "answer": "A"}, "mix.jsonl:1: 'dataset' must be one of"),
+        ({"dataset": "csv", "question": "Q"}, "got 'csv'"),
+        ({"dataset": "qa", "question": "Q", "answer": "A", "scorer": "fuzzy"},
+         "mix.jsonl:1: 'scorer': unknown QA scorer 'fuzzy'"),
+        ({"dataset": "mcq", "question": "Q", "answer": "A"}, "mix.jsonl:1: no 'choices'"),
+    ],
+)  # fmt: skip
+def test_mixed_bad_lines_name_file_and_line(tmp_path: Path, row: dict, says: str) -> None:
+    path = tmp_path / "mix.jsonl"
+    path.write_text(json.dumps(row), encoding="utf-8")
+    with pytest.raises(InputError, match=re.escape(says)):
+        load_mixed(path, "exact")
 
 
 # --- bad files --------------------------------------------------------------------------------

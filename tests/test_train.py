@@ -27,12 +27,13 @@ from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.conductor import WorkerInfo, plan_messages
 from conductor_cli.config import load_config
 from conductor_cli.evals.datasets import load_qa
+from conductor_cli.evals.records import Problem
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
 from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.reward import reward
 from conductor_cli.train.session import Checkpoint, read_checkpoint, split
-from conductor_cli.train.shapes import enumerate_shapes, shape_grammar
+from conductor_cli.train.shapes import ANSWER_TASK, CHECK_TASK, enumerate_shapes, shape_grammar
 from conductor_cli.workflow import parse_workflow
 
 from .conftest import assert_one_line_error, run_cli, start_cli
@@ -49,6 +50,16 @@ def simulation() -> Iterator[SimulatedPool]:
 @pytest.fixture
 def sim_files(simulation: SimulatedPool, tmp_path: Path, gguf_path: Path) -> tuple[Path, Path]:
     return simulation.files(tmp_path)
+
+
+def test_the_split_is_seeded_and_holdout_zero_holds_none_out() -> None:
+    problems = [Problem(id=f"q{i}", kind="qa", question=f"Q{i}?", answer="A") for i in range(10)]
+    training, held = split(problems, 0.2, 0)
+    assert len(held) == 2 and len(training) == 8
+    assert (training, held) == split(problems, 0.2, 0)
+    assert {p.id for p in training} | {p.id for p in held} == {p.id for p in problems}
+    assert split(problems, 0.01, 0)[1] != []  # any share above 0 holds one out at least
+    assert split(problems, 0.0, 0) == (problems, [])  # --holdout 0: train on every problem
 
 
 def test_the_reward_is_the_papers_and_cost_lowers_it() -> None:
@@ -184,6 +195,42 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     again = run_cli("train", "qa", str(data), "--config", str(config), "--out", "sim")
     assert_one_line_error(again, 2, "exists", "--force")
 
+    # --tasks fixed: the same rewards (every run from the cache), and at planning time the
+    # steps keep the words they were measured with; the head still picks the shape.
+    fixed = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--out", "sim-fixed",
+        "--holdout", "0.34", "--generations", "30", "--tasks", "fixed", "--json",
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    fixed_record = json.loads(fixed.stdout)
+    assert fixed_record["hyperparameters"]["tasks"] == "fixed"
+    assert fixed_record["reward_table"]["worker_calls"] == 0  # the cache's
+    use_fixed = tmp_path / "use-fixed.toml"
+    use_fixed.write_text(use.read_text().replace('model = "sim"', 'model = "sim-fixed"'))
+    asked = run_cli("ask", "--config", str(use_fixed), "--json", simulation.questions[1].text)
+    assert asked.returncode == 0, asked.stderr
+    steps = json.loads(asked.stdout)["workflow"]["steps"]
+    assert steps[-1]["worker"] == "w0"
+    assert [s["task"] for s in steps] == [CHECK_TASK if s["sees"] else ANSWER_TASK for s in steps]
+
+    # An eval's stored results of `conductor:NAME` hold for that training only: once NAME is
+    # trained again, the next eval plans those problems again instead of reusing them.
+    def evaluate() -> dict:
+        out = tmp_path / "again.json"
+        proc = run_cli("eval", "qa", str(held_file), "--config", str(config),
+                       "--strategies", "conductor:sim-fixed", "--json-out", str(out))  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(out.read_text())["meta"]
+
+    assert evaluate()["computed"] == len(held)
+    assert evaluate()["resumed"] == len(held)  # the same training: stored results hold
+    retrained = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--out", "sim-fixed", "--force",
+        "--holdout", "0.34", "--generations", "30", "--tasks", "fixed",
+    )  # fmt: skip
+    assert retrained.returncode == 0, retrained.stderr
+    assert evaluate()["computed"] == len(held)
+
 
 def test_ctrl_c_keeps_the_runs_and_resume_trains_none_twice(
     simulation: SimulatedPool, sim_files: tuple[Path, Path]
@@ -235,6 +282,9 @@ def test_bad_training_input_is_one_line(
     assert_one_line_error(proc, 2, "litellm", "local GGUF")
     proc = run_cli("train", "qa", "--config", str(config))
     assert_one_line_error(proc, 2, "JSONL file")
+    for bad in (["--tasks", "fixed", "--method", "grpo"], ["--tasks", "mine"]):
+        proc = run_cli("train", "qa", str(data), "--config", str(config), "--out", "t", *bad)
+        assert_one_line_error(proc, 2, "--tasks")
     without_cma = subprocess.run(
         [
             sys.executable,

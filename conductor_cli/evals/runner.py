@@ -112,6 +112,7 @@ class _Solver:
             run = self._execute(problem, workflow=wf, trace=False)
         correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
         if kind == "conductor":
+            detail["trained"] = trained_identity(self.config, strategy)
             detail["trace"] = trace_id(run.trace_path)
             detail["steps"] = len(run.workflow.steps)
             detail["shape"] = run.workflow.shape
@@ -241,9 +242,12 @@ def run_eval(
         embedding_gguf(config)  # a missing or damaged model fails now, not after every call
     todo: list[tuple[str, Problem]] = []
     resumed = 0
+    trained = {s: trained_identity(config, s) for s in base if s.split(":")[0] == "conductor"}
     for p in problems:
         for s in base:
             done = store.get(s, p.id)
+            if done is not None and s in trained and done.detail.get("trained") != trained[s]:
+                done = None  # planned by a conductor of that name trained since: plan again
             if done is None:
                 todo.append((s, p))
             else:
@@ -350,3 +354,12 @@ def collect(
         elif s not in DERIVED:
             out += [r for p in problems if (r := store.get(s, p.id)) is not None]
     return out
+
+
+def trained_identity(config: Config, strategy: str) -> str | None:
+    """The identity of the trained conductor a `conductor[:NAME]` strategy plans with (None
+    for a plain model, whose name, path or hash the run's key already holds)."""
+    from ..train import registry
+
+    trained = registry.find(conductor_config(config, strategy).conductor.model)
+    return trained.identity() if trained is not None else None

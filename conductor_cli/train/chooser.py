@@ -1,5 +1,6 @@
 """A trained head at planning time: the planning prompt's hidden state picks the shape, and the
-conductor writes the tasks under a grammar that fixes it (`Conductor(chooser=...)`)."""
+conductor writes the tasks under a grammar that fixes it (`Conductor(chooser=...)`); a head
+trained with `--tasks fixed` fixes the tasks too, to the words its rewards were measured with."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ from ..errors import WorkflowError
 from .features import PromptFeatures
 from .head import Head
 from .registry import TrainedConductor
-from .shapes import Shape, shape_grammar
+from .shapes import Shape, fixed_grammar, shape_grammar
 
 # The planning prompt is short (attachments appear as 200-character previews).
 FEATURES_CTX = 4096
 
 
+TASKS = ("written", "fixed")
+
+
 class HeadChooser:
-    def __init__(self, head: Head, features: PromptFeatures) -> None:
+    def __init__(self, head: Head, features: PromptFeatures, tasks: str = "written") -> None:
         self.head = head
         self.features = features
+        self.tasks = tasks
 
     @classmethod
     def load(
@@ -39,16 +44,23 @@ class HeadChooser:
                 "train it again on this pool, or plan with its base model "
                 f"({trained.base_model})."
             )
+        tasks = trained.record.get("hyperparameters", {}).get("tasks", "written")
+        if tasks not in TASKS:
+            raise WorkflowError(
+                f"conductor.model {trained.name!r}: its record says tasks {tasks!r}, which this "
+                f"version does not know ({', '.join(TASKS)}); train it again."
+            )
         features = PromptFeatures(
             base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
         )
-        return cls(head, features)
+        return cls(head, features, tasks)
 
     def choose(self, messages: tuple[dict[str, str], ...]) -> Shape:
         return self.head.choose(self.features(messages))
 
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
-        return shape_grammar(self.choose(messages))
+        shape = self.choose(messages)
+        return fixed_grammar(shape) if self.tasks == "fixed" else shape_grammar(shape)
 
     def close(self) -> None:
         self.features.close()

@@ -33,6 +33,7 @@ from ..errors import InputError
 from ..evals.datasets import fingerprint
 from ..evals.records import Problem
 from . import registry
+from .chooser import TASKS
 from .features import PromptFeatures
 from .head import Head, best_fixed_shape, evolve, fit_pca
 from .session import (
@@ -145,6 +146,8 @@ def train_head(
     name, final = target(options)
     if options.repeats < 1:
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
+    if options.tasks not in TASKS:
+        raise InputError(f"--tasks {options.tasks!r}: use one of {', '.join(TASKS)}")
     check_keys(config)
     c = config.conductor
     base_spec, base = resolve_base(config, "head")
@@ -220,6 +223,7 @@ def train_head(
                 "generations": options.generations,
                 "cost_weight": options.cost_weight,
                 "optimizer": "sep-CMA-ES (cma)",
+                "tasks": options.tasks,
             },
             "reward_table": {
                 "workflow_runs": len(training) * len(shapes) * options.repeats,

@@ -70,6 +70,14 @@ class TrainedConductor:
         assert self.adapter_path is not None
         return hashlib.sha256(self.adapter_path.read_bytes()).hexdigest()
 
+    def identity(self) -> str:
+        """sha256 of its record and its trained part: changes when it is trained again."""
+        digest = hashlib.sha256()
+        for part in (self.directory / RECORD, self.head_path, self.directory / ADAPTER):
+            if part.is_file():
+                digest.update(part.name.encode() + b"\0" + part.read_bytes())
+        return digest.hexdigest()[:16]
+
     @property
     def pool(self) -> list[str]:
         return [str(w["name"]) for w in self.record.get("pool", [])]

@@ -56,6 +56,10 @@ class TrainOptions:
     force: bool = False
     resume: bool = False
     evaluate_before: bool = True
+    # head: who writes each step's task once the head has chosen the shape: "written" (the
+    # conductor, under the shape's grammar) or "fixed" (the words the rewards were measured
+    # with, shapes.ANSWER_TASK / CHECK_TASK: what was measured is what runs).
+    tasks: str = "written"
     # The LoRA methods (lora_method.py)
     iterations: int = 3  # expert iteration: rounds of sample -> run -> keep the right -> fit
     samples: int = 8  # workflows sampled per question (a round, or a GRPO group)
@@ -111,7 +115,7 @@ def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list,
         )
     order = list(range(len(problems)))
     random.Random(seed).shuffle(order)
-    n_held = max(1, round(len(problems) * holdout))
+    n_held = max(1, round(len(problems) * holdout)) if holdout > 0 else 0
     held = set(order[:n_held])
     training = [p for i, p in enumerate(problems) if i not in held]
     held_out = [p for i, p in enumerate(problems) if i in held]

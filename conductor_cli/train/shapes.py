@@ -101,3 +101,9 @@ def shape_grammar(shape: Shape) -> str:
         steps.append(f"{_lit(head)} task {_lit(tail)}")
     body = ' ", " '.join(steps)
     return "\n".join([f'root ::= "{{\\"steps\\": [" {body} "]}}"', *task_rules()]) + "\n"
+
+
+def fixed_grammar(shape: Shape) -> str:
+    """A llama.cpp grammar with one sentence: the shape with the training words
+    (`shape.workflow()`), for a head trained with `--tasks fixed`."""
+    return f"root ::= {_lit(shape.workflow().to_json())}\n"
