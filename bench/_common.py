@@ -122,6 +122,20 @@ def wilson(k: int, n: int) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def accuracy(ok: list[bool], kinds: list[str]) -> dict[str, object]:
+    """Accuracy with its Wilson 95 % interval, and per kind (`kinds[i]` is question i's)."""
+    low, high = wilson(sum(ok), len(ok))
+    by_kind: dict[str, list[bool]] = {}
+    for kind, v in zip(kinds, ok, strict=True):
+        by_kind.setdefault(kind, []).append(v)
+    return {
+        "accuracy": round(sum(ok) / len(ok), 4),
+        "low": round(low, 4),
+        "high": round(high, 4),
+        "by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
+    }
+
+
 def paired(a: list[bool], b: list[bool]) -> dict[str, float]:
     """Mean of a - b over the same questions, with the normal 95 % interval of paired
     differences (each difference is -1, 0 or 1)."""

@@ -35,7 +35,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import conductor, isolated_env, paired, stored_results, temp_root, wilson
+from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
 
 # Written by us from common knowledge; the MCQ questions' only source.
 CAPITALS = {
@@ -190,20 +190,10 @@ def main() -> None:
     ids = [row_id(r) for r in held]
     single = "single:local"
 
-    def right(strategy: str, among: list[str] = ids) -> list[bool]:
-        return [bool(correct[strategy][i]) for i in among]
+    def right(strategy: str) -> list[bool]:
+        return [bool(correct[strategy][i]) for i in ids]
 
-    summary = {}
-    for s in correct:
-        ok = right(s)
-        low, high = wilson(sum(ok), len(ok))
-        by_kind = {
-            k: round(sum(right(s, [i for i in ids if kinds[i] == k])) / max(1, len(
-                [i for i in ids if kinds[i] == k])), 3)
-            for k in KINDS
-        }  # fmt: skip
-        summary[s] = {"accuracy": round(sum(ok) / len(ok), 4), "low": round(low, 4),
-                      "high": round(high, 4), "by_kind": by_kind}  # fmt: skip
+    summary = {s: accuracy(right(s), [kinds[i] for i in ids]) for s in correct}
     trained = {
         name: {
             "tasks": tasks,
@@ -232,7 +222,7 @@ def main() -> None:
     print(f"held-out: {report['held_out']}; trained on {report['training_questions']}")
     print(f"{'strategy':28} {'accuracy':>8} {'95% interval':>15}  by kind")
     for s, v in sorted(summary.items(), key=lambda kv: -kv[1]["accuracy"]):
-        by = " ".join(f"{k} {v['by_kind'][k]:.2f}" for k in KINDS)
+        by = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in KINDS)
         print(f"{s:28} {v['accuracy']:8.3f} [{v['low']:.3f}, {v['high']:.3f}]  {by}")
     for name, t in trained.items():
         for key in ("minus_untrained", "minus_single_local"):

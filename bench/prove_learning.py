@@ -35,7 +35,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import REPO, conductor, isolated_env, paired, stored_results, temp_root, wilson
+from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
 
 sys.path.insert(0, str(REPO))
 
@@ -181,17 +181,8 @@ def main() -> None:
 
     summary: dict[str, dict] = {}
     for s in correct:
-        ok = right(s)
-        k = sum(ok)
-        low, high = wilson(k, len(ok))
-        by_kind: dict[str, list[bool]] = defaultdict(list)
-        for i, v in zip(ids, ok, strict=True):
-            by_kind[kind_of[i]].append(v)
         summary[s] = {
-            "accuracy": round(k / len(ok), 4),
-            "low": round(low, 4),
-            "high": round(high, 4),
-            "by_kind": {kk: round(sum(v) / len(v), 3) for kk, v in sorted(by_kind.items())},
+            **accuracy(right(s), [kind_of[i] for i in ids]),
             "calls_per_question": round(
                 sum(results[s].get(i, {}).get("model_calls", 0) for i in ids) / len(ids), 2
             ),

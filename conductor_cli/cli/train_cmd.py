@@ -124,11 +124,6 @@ def train_cmd(
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
-    if tasks != "written" and method != "head":
-        raise InputError(
-            f"--tasks {tasks}: only the head method fixes the words; the LoRA methods train "
-            "the conductor that writes them (leave --tasks out)"
-        )
     cfg = load_config(config_path(ctx, config))
     problems = select(load_dataset(dataset, file, scorer), limit=limit)
     options = TrainOptions(

@@ -11,7 +11,7 @@ import hashlib
 import json
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
@@ -51,23 +51,14 @@ def load_humaneval(path: Path | None = None) -> list[Problem]:
 def load_mcq(path: Path) -> list[Problem]:
     """Multiple-choice problems: one object per line with question, choices (2 to 26 strings),
     answer (a letter, a 0-based index or the text of one choice), optional category and id."""
-    name = str(path)
-    rows = _parse_jsonl(_read_bytes(path), name)
-    return _unique([(n, _mcq_row(row, f"{name}:{n}", _row_id(row, f"{name}:{n}", path, n)))
-                    for n, row in rows], name)  # fmt: skip
+    return _load_lines(path, lambda row, where: ("mcq", ""))
 
 
 def load_qa(path: Path, scorer: str) -> list[Problem]:
     """Free-answer problems: one object per line with question and answer (a string or a
     number), optional category and id, all scored by `scorer`."""
     _check_scorer(scorer, "--scorer")
-    name = str(path)
-    rows = _parse_jsonl(_read_bytes(path), name)
-    return _unique(
-        [(n, _qa_row(row, f"{name}:{n}", _row_id(row, f"{name}:{n}", path, n), scorer))
-         for n, row in rows],
-        name,
-    )  # fmt: skip
+    return _load_lines(path, lambda row, where: ("qa", scorer))
 
 
 def load_mixed(path: Path, scorer: str) -> list[Problem]:
@@ -75,26 +66,40 @@ def load_mixed(path: Path, scorer: str) -> list[Problem]:
     all of them: each line is a humaneval, mcq or qa line (the keys above) with "dataset"
     naming which; a qa line may give its own "scorer" (else `scorer`)."""
     _check_scorer(scorer, "--scorer")
-    name = str(path)
-    numbered: list[tuple[int, Problem]] = []
-    for lineno, row in _parse_jsonl(_read_bytes(path), name):
-        where = f"{name}:{lineno}"
+
+    def kind_of(row: dict[str, Any], where: str) -> tuple[str, str]:
         kind = row.get("dataset")
         if kind not in DATASETS:
             raise InputError(
                 f"{where}: 'dataset' must be one of {', '.join(DATASETS)}, got {kind!r}; "
                 "say which kind of problem the line holds."
             )
+        if kind != "qa":
+            return kind, ""
+        own = row.get("scorer", scorer)
+        _check_scorer(own, f"{where}: 'scorer'")
+        return kind, own
+
+    return _load_lines(path, kind_of)
+
+
+def _load_lines(
+    path: Path, kind_of: Callable[[dict[str, Any], str], tuple[str, str]]
+) -> list[Problem]:
+    """The problems of a file whose lines `kind_of` names: (dataset kind, qa scorer)."""
+    name = str(path)
+    numbered: list[tuple[int, Problem]] = []
+    for lineno, row in _parse_jsonl(_read_bytes(path), name):
+        where = f"{name}:{lineno}"
+        kind, scorer = kind_of(row, where)
         if kind == "humaneval":
             numbered.append((lineno, _humaneval_row(row, where)))
             continue
         row_id = _row_id(row, where, path, lineno)
         if kind == "mcq":
             numbered.append((lineno, _mcq_row(row, where, row_id)))
-            continue
-        own = row.get("scorer", scorer)
-        _check_scorer(own, f"{where}: 'scorer'")
-        numbered.append((lineno, _qa_row(row, where, row_id, own)))
+        else:
+            numbered.append((lineno, _qa_row(row, where, row_id, scorer)))
     return _unique(numbered, name)
 
 

@@ -64,6 +64,7 @@ class _Solver:
         models: LlamaModels,
         litellm: LiteLLMProcess,
         choosers: Choosers,
+        trained: dict[str, str | None],
         sandbox: Sandbox | None,
     ) -> None:
         self.config = config
@@ -73,6 +74,7 @@ class _Solver:
         self.models = models
         self.litellm = litellm
         self.choosers = choosers
+        self.trained = trained  # per conductor strategy: its trained conductor's identity
         self.sandbox = sandbox
 
     def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> RunResult:
@@ -112,7 +114,7 @@ class _Solver:
             run = self._execute(problem, workflow=wf, trace=False)
         correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
         if kind == "conductor":
-            detail["trained"] = trained_identity(self.config, strategy)
+            detail["trained"] = self.trained[strategy]
             detail["trace"] = trace_id(run.trace_path)
             detail["steps"] = len(run.workflow.steps)
             detail["shape"] = run.workflow.shape
@@ -270,6 +272,7 @@ def run_eval(
         models=models,
         litellm=litellm,
         choosers=choosers,
+        trained=trained,
         sandbox=sandbox,
     )
 

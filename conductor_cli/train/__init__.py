@@ -29,6 +29,13 @@ def train(
     on_progress: OnProgress | None = None,
 ) -> dict[str, Any]:
     """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
+    if method != "head" and options.tasks != "written":
+        from ..errors import InputError
+
+        raise InputError(
+            f"--tasks {options.tasks}: only the head method fixes the words; the LoRA methods "
+            "train the conductor that writes them (leave --tasks out)"
+        )
     if method != "head":
         from .lora_method import train_lora
 

@@ -395,6 +395,7 @@ def train_lora(
             sample_seconds += time.monotonic() - t0
             messages = {p.id: p for p in batch}
             t0 = time.monotonic()
+            fit: dict[str, float | None] | None = None  # expert iteration: did the fit take
             if method == "expert-iteration":
                 chosen = select_experts(samples)
                 weights = [1.0] * len(chosen)
@@ -434,8 +435,8 @@ def train_lora(
                 "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
                 "fitted": kept,
             }
-            if method == "expert-iteration":
-                # Did the fit take: the experts' routing decisions, mean log p per token.
+            if fit is not None:
+                # The experts' routing decisions, mean log p per token, before and after.
                 entry["experts_logprob"] = fit
             directory = _conductor_dir(work / f"adapter-{k}", policy, record_of(intermediate=k))
             evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
