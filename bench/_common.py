@@ -34,7 +34,7 @@ class Timed:
 
 def isolated_env(root: Path, config: str | None = None) -> dict[str, str]:
     """Fresh config, cache and data dirs under `root`; the user's models dir (no re-download)."""
-    from conductor_cli import paths
+    from conductor_cli.storage import paths
 
     env = dict(os.environ)
     env["CONDUCTOR_MODELS_DIR"] = str(paths.models_dir())

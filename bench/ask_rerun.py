@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--max-tries", type=int, default=4)
     args = parser.parse_args()
-    from conductor_cli.catalog import load_catalog, resolve_gguf
+    from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
     size = resolve_gguf("smollm2-135m-instruct", load_catalog(), "bench").path.stat().st_size
     for seed in range(args.max_tries):

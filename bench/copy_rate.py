@@ -17,7 +17,7 @@ worse? (issue 17)
 
 `--prompt before` measures the same with the planning prompt as it was before issue 17 (its
 text is kept below), patched into the package in each child process; `--prompt after` (the
-default) measures the prompt in conductor_cli/conductor.py; `--prompt both` does both.
+default) measures the prompt in conductor_cli/run/planner.py; `--prompt both` does both.
 Each part runs in fresh processes with isolated config, cache and data dirs.
 
 Run: .venv/bin/python bench/copy_rate.py [--prompt both] [--skip-eval] [--json]
@@ -141,7 +141,7 @@ def old_system_prompt(pool: Sequence[Any], max_steps: int) -> str:
 def use_prompt(which: str) -> None:
     """In a child process: plan with the prompt `which` ('before' patches the old text in)."""
     if which == "before":
-        from conductor_cli import conductor
+        from conductor_cli.run import planner as conductor
 
         conductor.system_prompt = old_system_prompt  # plan_messages looks it up at call time
 
@@ -166,8 +166,8 @@ def plan_all(which: str) -> None:
     """In a fresh process: plan every question with the config in force; print JSON."""
     use_prompt(which)
     from conductor_cli.api import Runtime, _plan, worker_infos
-    from conductor_cli.conductor import plan_messages
-    from conductor_cli.config import load_config
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.planner import plan_messages
 
     config = load_config()
     runtime = Runtime(config)

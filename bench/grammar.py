@@ -26,9 +26,9 @@ def main() -> None:
 
     from conductor_cli.backends.base import Request
     from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-    from conductor_cli.catalog import file_sha256, load_catalog, resolve_gguf
-    from conductor_cli.conductor import WorkerInfo, plan_messages
-    from conductor_cli.workflow import gbnf_grammar, max_plan_tokens
+    from conductor_cli.models.catalog import file_sha256, load_catalog, resolve_gguf
+    from conductor_cli.run.planner import WorkerInfo, plan_messages
+    from conductor_cli.run.workflow import gbnf_grammar, max_plan_tokens
 
     path = resolve_gguf("smollm2-135m-instruct", load_catalog(), "bench").path
     models = LlamaModels()

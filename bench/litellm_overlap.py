@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    from conductor_cli.catalog import load_catalog, resolve_gguf
+    from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
     model = str(resolve_gguf("smollm2-135m-instruct", load_catalog(), "bench").path)
     proc, base = start_server(model)

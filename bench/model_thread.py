@@ -20,7 +20,7 @@ from _common import report
 
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-from conductor_cli.catalog import load_catalog, resolve_gguf
+from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
 MESSAGES = (
     {"role": "system", "content": "You are local, one worker in a team."},

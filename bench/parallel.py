@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from _common import report
 
 from conductor_cli.backends.base import Completion, Request
-from conductor_cli.config import WorkerConfig
-from conductor_cli.engine import Engine
-from conductor_cli.pool import Pool, Worker
-from conductor_cli.workflow import Step, Workflow
+from conductor_cli.config.settings import WorkerConfig
+from conductor_cli.run.engine import Engine
+from conductor_cli.run.pool import Pool, Worker
+from conductor_cli.run.workflow import Step, Workflow
 
 
 @dataclass

@@ -43,7 +43,7 @@ def pool_config() -> str:
 def plan_once(question: str) -> None:
     """In a fresh process: load the conductor, plan once, print the timings as JSON."""
     from conductor_cli.api import Runtime, _plan, worker_infos
-    from conductor_cli.config import load_config
+    from conductor_cli.config.settings import load_config
 
     config = load_config()
     runtime = Runtime(config)

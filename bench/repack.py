@@ -22,7 +22,7 @@ from pathlib import Path
 from _common import report, temp_root
 
 from conductor_cli.backends import repack_check
-from conductor_cli.catalog import load_catalog, resolve_gguf
+from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
 PROMPT_TOKENS = 384
 GEN_TOKENS = 64

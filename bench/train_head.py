@@ -61,7 +61,7 @@ def main() -> None:
     root = temp_root()
     os.environ.update(isolated_env(root))  # this process is the one that trains
 
-    from conductor_cli.config import load_config
+    from conductor_cli.config.settings import load_config
     from conductor_cli.evals.datasets import load_qa
     from conductor_cli.train.head_method import train_head
     from conductor_cli.train.session import Runner, TrainOptions

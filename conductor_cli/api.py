@@ -14,18 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from .backends.base import Backend
-from .backends.litellm import LiteLLMProcess
-from .backends.llamacpp import LlamaCppBackend, LlamaModels
-from .backends.prefix_state import PrefixStateStore
-from .budget import Budget, Pricing
-from .cache import CachedBackend, CacheMode, CallCounter, ResponseCache
-from .catalog import Catalog, load_catalog
-from .conductor import Conductor, Plan, ShapeChooser, WorkerInfo
-from .config import CONDUCTOR_WORKER, Config, WorkerConfig
-from .engine import Engine, NestedRun, Recurse, StepResult
-from .errors import ConductorError, InputError, WorkflowError, is_interrupt
-from .events import (
+from conductor_cli.backends.base import Backend
+from conductor_cli.backends.litellm import LiteLLMProcess
+from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
+from conductor_cli.config.settings import CONDUCTOR_WORKER, Config, WorkerConfig
+from conductor_cli.errors import ConductorError, InputError, WorkflowError, is_interrupt
+from conductor_cli.models.catalog import Catalog, load_catalog
+from conductor_cli.run.budget import Budget, Pricing
+from conductor_cli.run.engine import Engine, NestedRun, Recurse, StepResult
+from conductor_cli.run.events import (
     PlanReady,
     PlanStarted,
     RunFailed,
@@ -35,10 +33,12 @@ from .events import (
     Subscriber,
     fan_out,
 )
-from .inputs import Attachment
-from .pool import Pool, Worker, build_pool, conductor_backend, uses_litellm
-from .trace import TraceWriter, config_secrets
-from .workflow import Step, Workflow
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.planner import Conductor, Plan, ShapeChooser, WorkerInfo
+from conductor_cli.run.pool import Pool, Worker, build_pool, conductor_backend, uses_litellm
+from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
+from conductor_cli.storage.trace import TraceWriter, config_secrets
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ class Runtime:
 
     def chooser(self) -> ShapeChooser | None:
         """The trained part of a trained conductor (conductor.model names one), else None."""
-        from .train.registry import find
+        from conductor_cli.train.registry import find
 
         trained = find(self.config.conductor.model)
         if trained is None or trained.method != "head":
@@ -206,7 +206,7 @@ class Runtime:
         names = tuple(w.name for w in self.config.workers)
 
         def load() -> ShapeChooser:
-            from .train.chooser import HeadChooser
+            from conductor_cli.train.chooser import HeadChooser
 
             base = conductor_backend(self.config, self.catalog, self.models, self.litellm)
             assert isinstance(base, LlamaCppBackend)

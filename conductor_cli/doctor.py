@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from . import __version__, paths
-from .errors import ConductorError
+from conductor_cli import __version__
+from conductor_cli.errors import ConductorError
+from conductor_cli.storage import paths
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -65,7 +66,7 @@ def _llama_cpp() -> list[Check]:
 
 def _repacking() -> list[Check]:
     """What the one-time repack check decided (see backends/repack_check.py); runs nothing."""
-    from .backends import repack_check
+    from conductor_cli.backends import repack_check
 
     verdict = repack_check.load_verdict()
     if verdict is None:
@@ -95,7 +96,7 @@ def _repacking() -> list[Check]:
 
 
 def _models() -> list[Check]:
-    from .catalog import file_sha256, load_catalog
+    from conductor_cli.models.catalog import file_sha256, load_catalog
 
     rows = []
     catalog = load_catalog()
@@ -143,8 +144,8 @@ def _probe(api_base: str, timeout_s: float) -> str | None:
 
 
 def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
-    from .config import load_config
-    from .pool import GGUF_PREFIX
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.pool import GGUF_PREFIX
 
     try:
         config = load_config(config_file)
@@ -177,7 +178,7 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
 
 def _trained_conductor(config: Any) -> list[Check]:
     """A trained conductor learned one pool: warn when the configured pool is another."""
-    from .train.registry import find, pool_fingerprint
+    from conductor_cli.train.registry import find, pool_fingerprint
 
     try:
         trained = find(config.conductor.model)
@@ -198,8 +199,8 @@ def _trained_conductor(config: Any) -> list[Check]:
 
 
 def _gguf_worker(what: str, model: str) -> Check:
-    from .catalog import load_catalog, resolve_gguf
-    from .pool import GGUF_PREFIX
+    from conductor_cli.models.catalog import load_catalog, resolve_gguf
+    from conductor_cli.run.pool import GGUF_PREFIX
 
     try:
         resolved = resolve_gguf(model.removeprefix(GGUF_PREFIX), load_catalog(), what, fetch=False)
@@ -222,7 +223,7 @@ def _writable(what: str, directory: Path) -> Check:
 
 def run_checks(config_file: Path | None = None, *, timeout_s: float = 3.0) -> list[Check]:
     """Every check, in the order a user would fix them."""
-    from .trace import traces_dir
+    from conductor_cli.storage.trace import traces_dir
 
     return [
         Check("conductor", "ok", __version__),

@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .api import RunResult, execute
-from .cache import CacheMode
-from .config import Config
-from .engine import StepResult
-from .errors import TraceError, WorkflowError
-from .events import PlanReady, StepFinished, Subscriber, event_from_dict
-from .inputs import Attachment
-from .workflow import Step, Workflow
+from conductor_cli.api import RunResult, execute
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import TraceError, WorkflowError
+from conductor_cli.run.engine import StepResult
+from conductor_cli.run.events import PlanReady, StepFinished, Subscriber, event_from_dict
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.storage.cache import CacheMode
 
 
 def trace_workflow(record: dict[str, Any]) -> Workflow | None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.catalog import load_catalog
-from conductor_cli.fetch import pull
+from conductor_cli.models.catalog import load_catalog
+from conductor_cli.models.fetch import pull
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli import trace as trace_module
 from conductor_cli.api import execute
 from conductor_cli.backends.base import Completion, Request
-from conductor_cli.cache import ResponseCache, request_key
-from conductor_cli.config import load_config
+from conductor_cli.config.settings import load_config
 from conductor_cli.errors import is_interrupt
-from conductor_cli.events import (
+from conductor_cli.replay import play
+from conductor_cli.run.events import (
     PlanReady,
     RunFailed,
     RunFinished,
@@ -25,9 +24,10 @@ from conductor_cli.events import (
     StepFinished,
     StepStarted,
 )
-from conductor_cli.replay import play
-from conductor_cli.trace import TraceWriter, load_trace, redact_text
-from conductor_cli.workflow import parse_workflow
+from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.storage import trace as trace_module
+from conductor_cli.storage.cache import ResponseCache, request_key
+from conductor_cli.storage.trace import TraceWriter, load_trace, redact_text
 
 from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 

@@ -56,7 +56,7 @@ def test_bash_completes_options_workers_models_and_trace_ids(tmp_path: Path) -> 
         encoding="utf-8",
     )
     env["CONDUCTOR_CONFIG"] = str(config)
-    from conductor_cli.trace import traces_dir
+    from conductor_cli.storage.trace import traces_dir
 
     traces = traces_dir()
     traces.mkdir(parents=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conductor_cli.cache import ResponseCache
-from conductor_cli.trace import load_trace, traces_dir
+from conductor_cli.storage.cache import ResponseCache
+from conductor_cli.storage.trace import load_trace, traces_dir
 
 from .conftest import run_cli, start_cli
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-from conductor_cli.conductor import Conductor, WorkerInfo
-from conductor_cli.inputs import Attachment
-from conductor_cli.workflow import parse_workflow
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.planner import Conductor, WorkerInfo
+from conductor_cli.run.workflow import parse_workflow
 
 POOL = [
     WorkerInfo("local", "SmolLM2 135M: tiny, fast, weak"),

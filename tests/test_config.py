@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.config import (
+from conductor_cli.config.settings import (
     Config,
     load_config,
     restrict_workers,

@@ -165,8 +165,8 @@ def test_debug_shows_the_traceback_that_a_plain_error_hides(cfg: Path) -> None:
 def test_init_writes_a_commented_starter_whose_every_example_works(tmp_path: Path) -> None:
     import dataclasses
 
-    from conductor_cli.config import Config, load_config
-    from conductor_cli.starter import EXAMPLE_MARK
+    from conductor_cli.config.settings import Config, load_config
+    from conductor_cli.config.starter import EXAMPLE_MARK
 
     target = tmp_path / "starter.toml"
     assert run_cli("config", "init", "--config", str(target)).returncode == 0
@@ -186,13 +186,13 @@ def test_init_writes_a_commented_starter_whose_every_example_works(tmp_path: Pat
 
 
 def test_config_reference_is_complete_and_current() -> None:
-    from conductor_cli.config import _CACHE_TYPES, _CONDUCTOR_TYPES, _WORKER_TYPES
-    from conductor_cli.config_doc import KEY_HELP, reference_markdown
+    from conductor_cli.config.doc import KEY_HELP, reference_markdown
+    from conductor_cli.config.settings import _CACHE_TYPES, _CONDUCTOR_TYPES, _WORKER_TYPES
 
     keys = {f"conductor.{k}" for k in _CONDUCTOR_TYPES} | {f"workers.{k}" for k in _WORKER_TYPES}
     keys |= {f"cache.{k}" for k in _CACHE_TYPES}
     assert keys == set(KEY_HELP), keys ^ set(KEY_HELP)  # every accepted key is documented
     repo = Path(__file__).resolve().parent.parent
     assert (repo / "docs" / "config.md").read_text(encoding="utf-8") == reference_markdown(), (
-        "docs/config.md is out of date: python -m conductor_cli.config_doc > docs/config.md"
+        "docs/config.md is out of date: python -m conductor_cli.config.doc > docs/config.md"
     )

@@ -14,19 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conductor_cli.config import load_config
+from conductor_cli.config.settings import load_config
 from conductor_cli.errors import InputError
 from conductor_cli.evals import knn
 from conductor_cli.evals.datasets import load_dataset
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.runner import run_eval
 from conductor_cli.evals.store import ResultStore
-from conductor_cli.evals.strategies import (
-    Settings,
-    base_strategies,
-    fold_of,
-    parse_strategies,
-)
+from conductor_cli.evals.strategies import Settings, base_strategies, fold_of, parse_strategies
 
 from .conftest import REPO
 from .simulated_pool import SimulatedPool, make_questions

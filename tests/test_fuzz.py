@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
+from conductor_cli.cli.view import RunState, build_tree
 from conductor_cli.errors import TraceError, WorkflowError
 from conductor_cli.replay import play, trace_attachments, trace_workflow
-from conductor_cli.trace import list_traces, load_trace, trace_summary
-from conductor_cli.view import RunState, build_tree
-from conductor_cli.workflow import parse_workflow
+from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.storage.trace import list_traces, load_trace, trace_summary
 
 WORKERS = ["local", "coder", "Critic-2"]
 SAMPLE = Path(__file__).parent / "data" / "sample_trace.json"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conductor_cli.inputs import Attachment, attachment_budget, fit_attachments
+from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
 
 from .conftest import run_cli
 from .fake_openai import FakeOpenAIServer

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.cache import ResponseCache
-from conductor_cli.trace import load_trace, traces_dir
+from conductor_cli.storage.cache import ResponseCache
+from conductor_cli.storage.trace import load_trace, traces_dir
 
 from .conftest import FAST_CONFIG, run_cli, start_cli
 

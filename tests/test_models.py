@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.catalog import load_catalog, resolve_gguf
 from conductor_cli.errors import ModelError
-from conductor_cli.fetch import pull
+from conductor_cli.models.catalog import load_catalog, resolve_gguf
+from conductor_cli.models.fetch import pull
 
 from .conftest import SilentProgress, assert_one_line_error, run_cli, start_cli
 

@@ -13,11 +13,11 @@ import pytest
 
 from conductor_cli.api import run_workflow
 from conductor_cli.backends.litellm import LiteLLMProcess
-from conductor_cli.config import config_from_dict
+from conductor_cli.config.settings import config_from_dict
 from conductor_cli.errors import BudgetError, WorkerError
-from conductor_cli.events import StepFinished, StepRetry, StepSkipped, StepStarted
-from conductor_cli.trace import load_trace
-from conductor_cli.workflow import parse_workflow
+from conductor_cli.run.events import StepFinished, StepRetry, StepSkipped, StepStarted
+from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.storage.trace import load_trace
 
 from .conftest import assert_one_line_error, run_cli
 from .fake_openai import FakeOpenAIServer

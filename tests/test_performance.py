@@ -20,11 +20,11 @@ import pytest
 
 from conductor_cli.api import execute
 from conductor_cli.backends.base import Request
+from conductor_cli.backends.hardware import physical_cores
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels, fixed_prefix
 from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
-from conductor_cli.conductor import Conductor, WorkerInfo, plan_messages
-from conductor_cli.config import load_config
-from conductor_cli.hardware import physical_cores
+from conductor_cli.config.settings import load_config
+from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages
 
 from .conftest import assert_one_line_error
 

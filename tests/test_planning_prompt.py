@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-from conductor_cli.conductor import (
+from conductor_cli.config.settings import Config
+from conductor_cli.run.planner import (
     EXAMPLES,
     Conductor,
     WorkerInfo,
@@ -18,8 +19,7 @@ from conductor_cli.conductor import (
     plan_messages,
     system_prompt,
 )
-from conductor_cli.config import Config
-from conductor_cli.workflow import (
+from conductor_cli.run.workflow import (
     TASK_MAX_WORDS,
     TASK_MIN_WORDS,
     TASK_VERBS,

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from conductor_cli.api import worker_infos
-from conductor_cli.config import Config
-from conductor_cli.pool import Pool
-from conductor_cli.trace import load_trace
+from conductor_cli.config.settings import Config
+from conductor_cli.run.pool import Pool
+from conductor_cli.storage.trace import load_trace
 
 from .conftest import assert_one_line_error, run_cli
 from .fake_openai import FakeOpenAIServer

@@ -8,7 +8,15 @@ from typing import Any
 
 from rich.console import Console
 
-from conductor_cli.events import (
+from conductor_cli.cli.view import (
+    SPINNER,
+    LiveTreeView,
+    PlainProgress,
+    RunState,
+    build_tree,
+    render_static,
+)
+from conductor_cli.run.events import (
     PlanReady,
     PlanStarted,
     RunFailed,
@@ -21,15 +29,7 @@ from conductor_cli.events import (
     event_from_dict,
     event_to_dict,
 )
-from conductor_cli.view import (
-    SPINNER,
-    LiveTreeView,
-    PlainProgress,
-    RunState,
-    build_tree,
-    render_static,
-)
-from conductor_cli.workflow import Step, Workflow
+from conductor_cli.run.workflow import Step, Workflow
 
 T0 = 1_000_000.0
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conductor_cli.errors import WorkflowError
-from conductor_cli.workflow import (
+from conductor_cli.run.workflow import (
     TASK_MAX_CHARS,
     Step,
     Workflow,
@@ -152,7 +152,7 @@ def test_token_bound_covers_the_longest_workflow() -> None:
 def test_grammar_words_exclude_every_space_python_splits_on() -> None:
     import re
 
-    from conductor_cli.workflow import _SPACES
+    from conductor_cli.run.workflow import _SPACES
 
     excluded: set[int] = set()
     for lo, hi in re.findall(r"\\[xu]([0-9A-Fa-f]+)(?:-\\[xu]([0-9A-Fa-f]+))?", _SPACES):

@@ -1,5 +1,5 @@
 """The two ways to call a model, behind one small interface used by conductor and workers."""
 
-from .base import Backend, Completion, Request
+from conductor_cli.backends.base import Backend, Completion, Request
 
 __all__ = ["Backend", "Completion", "Request"]

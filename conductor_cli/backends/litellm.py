@@ -19,9 +19,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .. import waiting
-from ..errors import ConfigError, WorkerError
-from .base import Completion, Request, TextSink
+from conductor_cli import waiting
+from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.errors import ConfigError, WorkerError
 
 
 def _gone(returncode: int | None) -> dict[str, Any]:

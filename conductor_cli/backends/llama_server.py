@@ -10,8 +10,8 @@ import runpy
 import sys
 from pathlib import Path
 
-from . import repack_check
-from .llamacpp import stderr_note
+from conductor_cli.backends import repack_check
+from conductor_cli.backends.llamacpp import stderr_note
 
 
 def _model_argument(argv: list[str]) -> Path | None:

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .. import waiting
-from ..config import ConductorSettings
-from ..errors import ModelError, WorkerError
-from ..hardware import physical_cores
-from . import repack_check
-from .base import Completion, Request, TextSink
-from .prefix_state import PrefixStateStore, state_key
+from conductor_cli import waiting
+from conductor_cli.backends import repack_check
+from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.backends.hardware import physical_cores
+from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
+from conductor_cli.config.settings import ConductorSettings
+from conductor_cli.errors import ModelError, WorkerError
 
 T = TypeVar("T")
 
@@ -189,7 +189,7 @@ def _log_native_crashes() -> None:
         return
     log = repack_check.crash_log()
     try:
-        from .. import paths
+        from conductor_cli.storage import paths
 
         paths.private_dir(log.parent)
         faulthandler.enable(file=open(log, "a", encoding="utf-8"))  # noqa: SIM115 (kept open)
@@ -272,7 +272,7 @@ class LlamaCppBackend:
                 raise WorkerError(f"{self.path.name}: {e}") from None
 
     def _constrained(self, llama: Any, prompt: list[int], request: Request) -> Completion:
-        from .constrained import generate
+        from conductor_cli.backends.constrained import generate
 
         room = llama.n_ctx() - len(prompt)
         if room <= 0:

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from .. import __version__
-from . import ask as ask_cmd
-from . import (
+from conductor_cli import __version__
+from conductor_cli.cli import ask as ask_cmd
+from conductor_cli.cli import (
     cache_cmd,
     config_cmd,
     doctor_cmd,
@@ -22,8 +22,8 @@ from . import (
     train_cmd,
     workers,
 )
-from .common import ConfigOption, quiet_broken_pipe
-from .complete import COMPLETE_VAR
+from conductor_cli.cli.common import ConfigOption, quiet_broken_pipe
+from conductor_cli.cli.complete import COMPLETE_VAR
 
 app = typer.Typer(
     name="conductor",

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import ConfigOption, config_path, handle_errors
-from .complete import worker_names
-from .present import print_answer, print_json, watching
+from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.complete import worker_names
+from conductor_cli.cli.present import print_answer, print_json, watching
 
 FileOption = Annotated[
     list[Path] | None,
@@ -41,7 +41,7 @@ Verbose = Annotated[
 
 
 def read_attachments(files: list[Path] | None, no_stdin: bool) -> list[Any]:
-    from ..inputs import read_file, read_stdin
+    from conductor_cli.run.inputs import read_file, read_stdin
 
     attachments = []
     if not no_stdin and not sys.stdin.isatty():
@@ -56,7 +56,7 @@ def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> N
     """Say on stderr which workers will read the attachments cut: never cut silently."""
     if quiet or not attachments:
         return
-    from ..pool import cut_notes
+    from conductor_cli.run.pool import cut_notes
 
     for line in cut_notes(cfg, question, attachments):
         sys.stderr.write(f"conductor: note: {line}\n")
@@ -92,8 +92,8 @@ def run_and_show(
 
 
 def cache_mode(no_cache: bool, refresh: bool) -> Any:
-    from ..cache import CacheMode
-    from ..errors import InputError
+    from conductor_cli.errors import InputError
+    from conductor_cli.storage.cache import CacheMode
 
     if no_cache and refresh:
         raise InputError("--no-cache and --refresh exclude each other; pick one.")
@@ -147,9 +147,9 @@ def ask(
     config: ConfigOption = None,
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
-    from ..api import ask as run_ask
-    from ..config import load_config, restrict_workers, with_conductor
-    from ..errors import InputError
+    from conductor_cli.api import ask as run_ask
+    from conductor_cli.config.settings import load_config, restrict_workers, with_conductor
+    from conductor_cli.errors import InputError
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
@@ -192,10 +192,10 @@ def run(
     config: ConfigOption = None,
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
-    from ..api import run_workflow
-    from ..config import CONDUCTOR_WORKER, MAX_STEPS_LIMIT, load_config
-    from ..errors import InputError, WorkflowError
-    from ..workflow import parse_workflow
+    from conductor_cli.api import run_workflow
+    from conductor_cli.config.settings import CONDUCTOR_WORKER, MAX_STEPS_LIMIT, load_config
+    from conductor_cli.errors import InputError, WorkflowError
+    from conductor_cli.run.workflow import parse_workflow
 
     mode = cache_mode(no_cache, refresh)
     try:

@@ -7,19 +7,19 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .ask import AsJson
-from .common import ConfigOption, config_path, handle_errors
-from .present import print_json
+from conductor_cli.cli.ask import AsJson
+from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.present import print_json
 
 if TYPE_CHECKING:
-    from ..cache import ResponseCache
+    from conductor_cli.storage.cache import ResponseCache
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def _open(ctx: typer.Context, config: Path | None) -> ResponseCache:
-    from ..cache import ResponseCache
-    from ..config import load_config
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.storage.cache import ResponseCache
 
     cfg = load_config(config_path(ctx, config))
     return ResponseCache(size_limit_mb=cfg.cache.size_limit_mb)
@@ -29,7 +29,7 @@ def _open(ctx: typer.Context, config: Path | None) -> ResponseCache:
 @handle_errors
 def path() -> None:
     """Print the cache directory."""
-    from .. import paths
+    from conductor_cli.storage import paths
 
     typer.echo(str(paths.cache_dir() / "responses"))
 
@@ -38,7 +38,7 @@ def path() -> None:
 @handle_errors
 def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = None) -> None:
     """Entries, size on disk and size limit; and the saved conductor prompt states."""
-    from ..backends.prefix_state import PrefixStateStore
+    from conductor_cli.backends.prefix_state import PrefixStateStore
 
     cache = _open(ctx, config)
     info = cache.stats()
@@ -62,7 +62,7 @@ def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = No
 @handle_errors
 def clear(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Delete every cached response and saved conductor prompt state."""
-    from ..backends.prefix_state import PrefixStateStore
+    from conductor_cli.backends.prefix_state import PrefixStateStore
 
     cache = _open(ctx, config)
     removed = cache.clear()

@@ -12,8 +12,8 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
 
-from ..errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
-from .signals import during_command
+from conductor_cli.cli.signals import during_command
+from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -100,7 +100,7 @@ def storage_problem(error: BaseException) -> str | None:
     import errno
     import sqlite3
 
-    from .. import paths
+    from conductor_cli.storage import paths
 
     if isinstance(error, OSError) and error.errno in (
         errno.ENOSPC,
@@ -149,6 +149,6 @@ def config_path(ctx: typer.Context, option: Path | None) -> Path | None:
 
 def config_target(ctx: typer.Context, option: Path | None) -> Path:
     """The file a command edits: --config, else $CONDUCTOR_CONFIG or the platform location."""
-    from .. import paths
+    from conductor_cli.storage import paths
 
     return config_path(ctx, option) or paths.config_file()

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .common import ConfigOption, config_path, config_target, handle_errors
+from conductor_cli.cli.common import ConfigOption, config_path, config_target, handle_errors
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -26,7 +26,7 @@ def show(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Print the settings in force, as TOML (the embedded default when there is no file)."""
     import tomli_w
 
-    from ..config import config_to_dict, load_config
+    from conductor_cli.config.settings import config_to_dict, load_config
 
     cfg = load_config(config_path(ctx, config))
     where = str(cfg.source) if cfg.source else "embedded default (no config file)"
@@ -42,9 +42,9 @@ def init(
 ) -> None:
     """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
     local server, Ollama and a bigger GGUF, ready to uncomment."""
-    from ..config import atomic_write
-    from ..errors import ConfigError
-    from ..starter import STARTER_CONFIG
+    from conductor_cli.config.settings import atomic_write
+    from conductor_cli.config.starter import STARTER_CONFIG
+    from conductor_cli.errors import ConfigError
 
     target = config_target(ctx, config)
     if target.exists() and not force:
@@ -63,8 +63,8 @@ def get(
     """Print one setting in force (a section or a worker prints as TOML)."""
     import tomli_w
 
-    from ..config import load_config
-    from ..config_edit import get_value
+    from conductor_cli.config.edit import get_value
+    from conductor_cli.config.settings import load_config
 
     value = get_value(load_config(config_path(ctx, config)), key)
     if isinstance(value, dict):
@@ -86,7 +86,7 @@ def set_(
     config: ConfigOption = None,
 ) -> None:
     """Change one setting in the config file; everything else in it stays."""
-    from ..config_edit import load_raw, save_raw, set_value
+    from conductor_cli.config.edit import load_raw, save_raw, set_value
 
     target = config_target(ctx, config)
     save_raw(target, set_value(load_raw(target), key, value))
@@ -102,12 +102,12 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
     import subprocess
     import sys
 
-    from ..config import atomic_write, load_config
-    from ..errors import ConfigError
+    from conductor_cli.config.settings import atomic_write, load_config
+    from conductor_cli.errors import ConfigError
 
     target = config_target(ctx, config)
     if not target.exists():
-        from ..starter import STARTER_CONFIG
+        from conductor_cli.config.starter import STARTER_CONFIG
 
         atomic_write(target, STARTER_CONFIG.encode("utf-8"))  # start as `config init` would
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from .ask import AsJson
-from .common import ConfigOption, config_path, handle_errors
-from .present import print_json
+from conductor_cli.cli.ask import AsJson
+from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.present import print_json
 
 
 @handle_errors
 def doctor(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = None) -> None:
     """Check Python, llama.cpp, GPU offload, models, config, workers, and the data dirs."""
-    from ..doctor import run_checks
-    from ..errors import EXIT_RUN_FAILED
+    from conductor_cli.doctor import run_checks
+    from conductor_cli.errors import EXIT_RUN_FAILED
 
     checks = run_checks(config_path(ctx, config))
     if as_json:

@@ -7,11 +7,11 @@ leaving at once with the interrupted exit code loses nothing (see signals.py).
 
 from __future__ import annotations
 
-from .signals import before_command
+from conductor_cli.cli.signals import before_command
 
 
 def main() -> None:
     before_command()
-    from .app import main as run
+    from conductor_cli.cli.app import main as run
 
     run()

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .ask import Verbose
-from .common import (
+from conductor_cli.cli.ask import Verbose
+from conductor_cli.cli.common import (
     ConfigOption,
     DatasetArg,
     DatasetFileArg,
@@ -94,14 +94,14 @@ def eval_cmd(
     Results are stored per (strategy, problem) as they finish: run the same command again to
     continue an interrupted eval.
     """
-    from ..cache import CacheMode
-    from ..config import config_to_dict, load_config
-    from ..errors import InputError
-    from ..evals import report
-    from ..evals.datasets import fingerprint, load_dataset, select
-    from ..evals.runner import run_eval
-    from ..evals.store import ResultStore
-    from ..evals.strategies import Settings, base_strategies, parse_strategies
+    from conductor_cli.config.settings import config_to_dict, load_config
+    from conductor_cli.errors import InputError
+    from conductor_cli.evals import report
+    from conductor_cli.evals.datasets import fingerprint, load_dataset, select
+    from conductor_cli.evals.runner import run_eval
+    from conductor_cli.evals.store import ResultStore
+    from conductor_cli.evals.strategies import Settings, base_strategies, parse_strategies
+    from conductor_cli.storage.cache import CacheMode
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
@@ -164,7 +164,7 @@ def eval_cmd(
     if csv_out:
         report.write_csv(csv_out, summaries)
     if plot:
-        from ..evals.plot import plot as draw
+        from conductor_cli.evals.plot import plot as draw
 
         draw(summaries, plot, f"{dataset}: {len(picked)} problems")
     if run.resumed and not quiet:

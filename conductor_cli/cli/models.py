@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import handle_errors
-from .complete import model_names
+from conductor_cli.cli.common import handle_errors
+from conductor_cli.cli.complete import model_names
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -32,8 +32,8 @@ def list_models(
 ) -> None:
     """List the catalog's models, which are downloaded, and their sizes, and the conductors
     trained with `conductor train`."""
-    from ..catalog import load_catalog
-    from ..train.registry import list_trained
+    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.train.registry import list_trained
 
     catalog = load_catalog()
     rows = []
@@ -75,7 +75,7 @@ def list_models(
         table.add_row(t["name"], "trained", t["method"], "", "yes", t["description"])
     console = Console()
     console.print(table)
-    from .. import paths
+    from conductor_cli.storage import paths
 
     console.print(f"models live in {paths.models_dir()}", highlight=False, soft_wrap=True)
 
@@ -112,8 +112,8 @@ def pull_model(
     force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
 ) -> None:
     """Fetch a catalog model, checking its size and sha256, into the models directory."""
-    from ..catalog import load_catalog
-    from ..fetch import pull
+    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.models.fetch import pull
 
     entry = load_catalog().get(name)
     path = entry.local_path()
@@ -129,7 +129,7 @@ def model_path(
     name: Annotated[str, typer.Argument(help="Catalog name.", autocompletion=model_names)],
 ) -> None:
     """Print where a catalog model's file lives (or will live once pulled)."""
-    from ..catalog import load_catalog
+    from conductor_cli.models.catalog import load_catalog
 
     typer.echo(str(load_catalog().get(name).local_path()))
 
@@ -145,17 +145,17 @@ def info(
 ) -> None:
     """Show a GGUF file's metadata (architecture, parameters, quantization, context length),
     or a trained conductor's training record."""
-    from ..catalog import load_catalog
-    from ..errors import ModelError
-    from ..gguf import read_gguf
-    from ..train.registry import find
+    from conductor_cli.errors import ModelError
+    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.models.gguf import read_gguf
+    from conductor_cli.train.registry import find
 
     trained = find(model)
     if trained is not None:
         if as_json:
             typer.echo(json.dumps(trained.record, indent=2))
             return
-        from .train_cmd import summary
+        from conductor_cli.cli.train_cmd import summary
 
         typer.echo(summary(trained.record))
         typer.echo(f"  files: {trained.directory}")

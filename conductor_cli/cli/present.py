@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # events pull in the workflow module; --help should not pay for it
-    from ..events import Subscriber
+    from conductor_cli.run.events import Subscriber
 
 
 @contextmanager
@@ -27,7 +27,7 @@ def watching(
 
     err = Console(stderr=True)
     if err.is_terminal:
-        from ..view import LiveTreeView
+        from conductor_cli.cli.view import LiveTreeView
 
         view = LiveTreeView(err)
         view.start()
@@ -37,7 +37,7 @@ def watching(
             view.stop()  # leaves the final tree on screen, also after Ctrl-C
         return
     if verbose:
-        from ..view import PlainProgress
+        from conductor_cli.cli.view import PlainProgress
 
         yield PlainProgress(sys.stderr), False
         return

@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 
-from ..errors import EXIT_INTERRUPTED, is_interrupt
+from conductor_cli.errors import EXIT_INTERRUPTED, is_interrupt
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

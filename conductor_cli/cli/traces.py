@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from .ask import AsJson, Quiet, Verbose, show_result
-from .common import ConfigOption, config_path, handle_errors
-from .complete import trace_ids
-from .present import print_answer, print_json, watching
+from conductor_cli.cli.ask import AsJson, Quiet, Verbose, show_result
+from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.complete import trace_ids
+from conductor_cli.cli.present import print_answer, print_json, watching
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -25,7 +25,7 @@ TraceRef = Annotated[
 @handle_errors
 def list_cmd(as_json: AsJson = False) -> None:
     """List traces, newest first."""
-    from ..trace import list_traces
+    from conductor_cli.storage.trace import list_traces
 
     rows = list_traces()
     if as_json:
@@ -60,9 +60,9 @@ def show(ref: TraceRef, as_json: AsJson = False) -> None:
     """Show a trace as a tree (or the whole trace with --json)."""
     from rich.console import Console
 
-    from ..events import event_from_dict
-    from ..trace import load_trace
-    from ..view import RunState, render_static
+    from conductor_cli.cli.view import RunState, render_static
+    from conductor_cli.run.events import event_from_dict
+    from conductor_cli.storage.trace import load_trace
 
     record = load_trace(ref)
     if as_json:
@@ -85,7 +85,7 @@ def rm(
     ],
 ) -> None:
     """Delete traces."""
-    from ..trace import resolve_trace_path
+    from conductor_cli.storage.trace import resolve_trace_path
 
     for path in [resolve_trace_path(r) for r in refs]:
         path.unlink()
@@ -101,8 +101,8 @@ def export(
     ] = "grpo",
 ) -> None:
     """Export the scored conductor runs of `conductor eval` as training rows."""
-    from ..errors import InputError
-    from ..evals.export import export_grpo
+    from conductor_cli.errors import InputError
+    from conductor_cli.evals.export import export_grpo
 
     if fmt != "grpo":
         raise InputError(f"--format {fmt}: unknown format; the one format is grpo")
@@ -143,10 +143,10 @@ def replay(
     config: ConfigOption = None,
 ) -> None:
     """Replay a trace: offline from the record by default, or run its workflow again."""
-    from ..config import load_config
-    from ..errors import InputError, TraceError
-    from ..replay import parse_worker_map, play, rerun
-    from ..trace import load_trace
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.errors import InputError, TraceError
+    from conductor_cli.replay import parse_worker_map, play, rerun
+    from conductor_cli.storage.trace import load_trace
 
     record = load_trace(ref)
     if sum([live, from_step is not None, resume]) > 1:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from .common import (
+from conductor_cli.cli.common import (
     ConfigOption,
     DatasetArg,
     DatasetFileArg,
@@ -116,11 +116,11 @@ def train_cmd(
     to the right ones (or by advantage). Held-out questions measure the untrained and the
     trained conductor. Ctrl-C keeps the work done; --resume continues.
     """
-    from ..config import load_config
-    from ..errors import InputError
-    from ..evals.datasets import load_dataset, select
-    from ..train import train
-    from ..train.session import TrainOptions
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.errors import InputError
+    from conductor_cli.evals.datasets import load_dataset, select
+    from conductor_cli.train import train
+    from conductor_cli.train.session import TrainOptions
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")

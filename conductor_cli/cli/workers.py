@@ -8,22 +8,22 @@ from typing import Annotated, Any
 
 import typer
 
-from .ask import AsJson
-from .common import ConfigOption, config_path, config_target, handle_errors
-from .complete import worker_names
-from .present import print_json
+from conductor_cli.cli.ask import AsJson
+from conductor_cli.cli.common import ConfigOption, config_path, config_target, handle_errors
+from conductor_cli.cli.complete import worker_names
+from conductor_cli.cli.present import print_json
 
 app = typer.Typer(no_args_is_help=True)
 
 
 def _load_raw(path: Path) -> dict[str, Any]:
-    from ..config_edit import load_raw
+    from conductor_cli.config.edit import load_raw
 
     return load_raw(path)
 
 
 def _save_raw(path: Path, raw: dict[str, Any]) -> None:
-    from ..config_edit import save_raw
+    from conductor_cli.config.edit import save_raw
 
     save_raw(path, raw)
 
@@ -34,7 +34,7 @@ def list_cmd(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption =
     """List the workers the conductor can plan for."""
     from dataclasses import asdict
 
-    from ..config import load_config
+    from conductor_cli.config.settings import load_config
 
     cfg = load_config(config_path(ctx, config))
     rows = [{k: v for k, v in asdict(w).items() if v is not None} for w in cfg.workers]
@@ -67,7 +67,7 @@ def add(
     config: ConfigOption = None,
 ) -> None:
     """Add a worker to the config file (created if missing)."""
-    from ..errors import ConfigError
+    from conductor_cli.errors import ConfigError
 
     path = config_target(ctx, config)
     raw = _load_raw(path)
@@ -96,7 +96,7 @@ def remove(
     config: ConfigOption = None,
 ) -> None:
     """Remove a worker from the config file."""
-    from ..errors import ConfigError
+    from conductor_cli.errors import ConfigError
 
     path = config_target(ctx, config)
     raw = _load_raw(path)
@@ -121,13 +121,13 @@ def test(
     config: ConfigOption = None,
 ) -> None:
     """Send each worker a tiny prompt; report latency, or the error. Exit 1 if any failed."""
-    from ..backends.base import Request
-    from ..backends.litellm import LiteLLMProcess
-    from ..backends.llamacpp import LlamaModels
-    from ..catalog import load_catalog
-    from ..config import load_config, restrict_workers
-    from ..errors import EXIT_RUN_FAILED, ConductorError
-    from ..pool import build_pool
+    from conductor_cli.backends.base import Request
+    from conductor_cli.backends.litellm import LiteLLMProcess
+    from conductor_cli.backends.llamacpp import LlamaModels
+    from conductor_cli.config.settings import load_config, restrict_workers
+    from conductor_cli.errors import EXIT_RUN_FAILED, ConductorError
+    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.run.pool import build_pool
 
     cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
     models = LlamaModels.for_settings(cfg.conductor)

@@ -11,7 +11,7 @@ import textwrap
 import unicodedata
 from collections.abc import Sequence
 
-from .records import Problem
+from conductor_cli.evals.records import Problem
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 QA_SCORERS = ("exact", "numeric", "contains")

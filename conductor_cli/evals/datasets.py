@@ -17,9 +17,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .answers import LETTERS, QA_SCORERS, extract_number
-from .records import Problem
+from conductor_cli.errors import InputError
+from conductor_cli.evals.answers import LETTERS, QA_SCORERS, extract_number
+from conductor_cli.evals.records import Problem
 
 CODE_INSTRUCTION = (
     "Complete the following Python function. "

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, TraceError
-from ..trace import load_trace, traces_dir
+from conductor_cli.errors import InputError, TraceError
+from conductor_cli.storage.trace import load_trace, traces_dir
 
 
 def grpo_rows(directory: Path | None = None) -> Iterator[dict[str, Any]]:

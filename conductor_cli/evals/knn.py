@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Config
-from ..errors import ModelError
-from .datasets import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
-from .records import Problem, Result
-from .strategies import KNN, KNN_VOTE, fold_of
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import ModelError
+from conductor_cli.evals.datasets import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
+from conductor_cli.evals.records import Problem, Result
+from conductor_cli.evals.strategies import KNN, KNN_VOTE, fold_of
 
 MAX_CLUSTERS = 64
 RESTARTS = 4
@@ -57,8 +57,8 @@ EMBED_TOKENS = 2048
 def embedding_gguf(config: Config) -> Path:
     """The GGUF whose hidden states embed the questions: the conductor's own (a trained
     conductor's base model); the catalog's default model when the conductor is remote."""
-    from ..catalog import load_catalog, resolve_gguf
-    from ..train.registry import find
+    from conductor_cli.models.catalog import load_catalog, resolve_gguf
+    from conductor_cli.train.registry import find
 
     spec = config.conductor.model
     trained = find(spec)
@@ -90,8 +90,8 @@ def embed(model: Path, texts: Sequence[str], *, n_threads: int = 0) -> np.ndarra
     says on stderr that it differs from the model's default.)"""
     import llama_cpp
 
-    from ..backends.llamacpp import load_llama, stderr_note
-    from ..hardware import physical_cores
+    from conductor_cli.backends.hardware import physical_cores
+    from conductor_cli.backends.llamacpp import load_llama, stderr_note
 
     llama: Any = load_llama(
         model,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import InputError
-from .report import Summary
+from conductor_cli.errors import InputError
+from conductor_cli.evals.report import Summary
 
 
 def plot(summaries: Sequence[Summary], path: Path, title: str) -> str:

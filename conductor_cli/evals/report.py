@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import atomic_write
-from .records import Result
+from conductor_cli.config.settings import atomic_write
+from conductor_cli.evals.records import Result
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -9,20 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .. import waiting
-from ..api import Choosers, RunResult, conductor_pricing, execute, worker_pricing
-from ..backends.litellm import LiteLLMProcess
-from ..backends.llamacpp import LlamaModels
-from ..backends.prefix_state import PrefixStateStore
-from ..cache import CacheMode
-from ..config import CONDUCTOR_WORKER, Config
-from ..errors import ConductorError
-from ..sandbox import Sandbox
-from ..trace import annotate_trace
-from . import scoring
-from .records import Problem, Result
-from .store import ResultStore
-from .strategies import (
+from conductor_cli import waiting
+from conductor_cli.api import Choosers, RunResult, conductor_pricing, execute, worker_pricing
+from conductor_cli.backends.litellm import LiteLLMProcess
+from conductor_cli.backends.llamacpp import LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
+from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
+from conductor_cli.errors import ConductorError
+from conductor_cli.evals import scoring
+from conductor_cli.evals.records import Problem, Result
+from conductor_cli.evals.sandbox import Sandbox
+from conductor_cli.evals.store import ResultStore
+from conductor_cli.evals.strategies import (
     DERIVED,
     KNN,
     KNN_VOTE,
@@ -38,6 +36,8 @@ from .strategies import (
     trace_id,
     vote_config,
 )
+from conductor_cli.storage.cache import CacheMode
+from conductor_cli.storage.trace import annotate_trace
 
 Lookup = Callable[[str], list[float] | None]
 # Called once per stored result: (result, resumed), resumed = read back from an earlier run.
@@ -239,7 +239,7 @@ def run_eval(
     settings = settings or Settings()
     base = base_strategies(strategies, config)
     if KNN in strategies or KNN_VOTE in strategies:
-        from .knn import embedding_gguf
+        from conductor_cli.evals.knn import embedding_gguf
 
         embedding_gguf(config)  # a missing or damaged model fails now, not after every call
     todo: list[tuple[str, Problem]] = []
@@ -336,7 +336,7 @@ def collect(
         if s == "router":
             out += router_results(problems, singles, workers, settings.seed)
         elif s in (KNN, KNN_VOTE):
-            from . import knn  # numpy and llama.cpp: only when asked for
+            from conductor_cli.evals import knn
 
             if choices is None:
                 embeddings = knn.embed_problems(config, problems)
@@ -362,7 +362,7 @@ def collect(
 def trained_identity(config: Config, strategy: str) -> str | None:
     """The identity of the trained conductor a `conductor[:NAME]` strategy plans with (None
     for a plain model, whose name, path or hash the run's key already holds)."""
-    from ..train import registry
+    from conductor_cli.train import registry
 
     trained = registry.find(conductor_config(config, strategy).conductor.model)
     return trained.identity() if trained is not None else None

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sandbox import Sandbox
-from .answers import extract_code, program_for, score_choice, score_qa, vote_key
-from .records import Problem
+from conductor_cli.evals.answers import extract_code, program_for, score_choice, score_qa, vote_key
+from conductor_cli.evals.records import Problem
+from conductor_cli.evals.sandbox import Sandbox
 
 
 def extract(problem: Problem, reply: str) -> str:

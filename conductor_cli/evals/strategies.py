@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import Config
-from ..errors import ConductorError, InputError
-from ..workflow import Step, Workflow
-from .records import Problem, Result
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import ConductorError, InputError
+from conductor_cli.evals.records import Problem, Result
+from conductor_cli.run.workflow import Step, Workflow
 
 BASE = ("conductor", "single", "vote", "moa")
 KNN = "knn-router"
@@ -108,8 +108,8 @@ def parse_strategies(text: str | None, config: Config) -> list[str]:
 def check_conductor(name: str, raw: str) -> str:
     """`conductor:NAME` plans with another conductor: a trained one (`conductor train`), a
     catalog model or a .gguf path, as `conductor.model` takes them."""
-    from ..catalog import is_gguf_path, load_catalog
-    from ..train.registry import find
+    from conductor_cli.models.catalog import is_gguf_path, load_catalog
+    from conductor_cli.train.registry import find
 
     if find(name) is not None or is_gguf_path(name) or name.startswith("litellm:"):
         return name

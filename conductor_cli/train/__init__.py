@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..config import Config
-    from ..evals.records import Problem
-    from .session import OnProgress, TrainOptions
+    from conductor_cli.config.settings import Config
+    from conductor_cli.evals.records import Problem
+    from conductor_cli.train.session import OnProgress, TrainOptions
 
 # Measured here (README, "Train your conductor"): the head learns routing on 2 cores in
 # minutes and is the default; the LoRA methods (lora_method.py) need torch.
@@ -30,14 +30,14 @@ def train(
 ) -> dict[str, Any]:
     """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
     if method != "head" and options.tasks != "written":
-        from ..errors import InputError
+        from conductor_cli.errors import InputError
 
         raise InputError(
             f"--tasks {options.tasks}: only the head method fixes the words; the LoRA methods "
             "train the conductor that writes them (leave --tasks out)"
         )
     if method != "head":
-        from .lora_method import train_lora
+        from conductor_cli.train.lora_method import train_lora
 
         return train_lora(
             config,
@@ -47,7 +47,7 @@ def train(
             data_file=data_file,
             on_progress=on_progress or (lambda p: None),
         )
-    from .head_method import train_head
+    from conductor_cli.train.head_method import train_head
 
     return train_head(
         config,

@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..config import ConductorSettings
-from ..errors import WorkflowError
-from .features import PromptFeatures
-from .head import Head
-from .registry import TrainedConductor
-from .shapes import Shape, fixed_grammar, shape_grammar
+from conductor_cli.config.settings import ConductorSettings
+from conductor_cli.errors import WorkflowError
+from conductor_cli.train.features import PromptFeatures
+from conductor_cli.train.head import Head
+from conductor_cli.train.registry import TrainedConductor
+from conductor_cli.train.shapes import Shape, fixed_grammar, shape_grammar
 
 # The planning prompt is short (attachments appear as 200-character previews).
 FEATURES_CTX = 4096

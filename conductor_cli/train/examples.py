@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..backends.llamacpp import load_llama, prompt_tokens, stderr_note
-from ..errors import ModelError
-from .routing import routing_mask
+from conductor_cli.backends.llamacpp import load_llama, prompt_tokens, stderr_note
+from conductor_cli.errors import ModelError
+from conductor_cli.train.routing import routing_mask
 
 
 @dataclass(frozen=True)

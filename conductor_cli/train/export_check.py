@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.llamacpp import load_llama, stderr_note
-from .policy import Policy
+from conductor_cli.backends.llamacpp import load_llama, stderr_note
+from conductor_cli.train.policy import Policy
 
 PROMPTS = (
     "The capital of France is",

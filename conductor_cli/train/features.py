@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..backends.llamacpp import load_llama, prompt_tokens, stderr_note
-from ..errors import ModelError
-from ..hardware import physical_cores
+from conductor_cli.backends.hardware import physical_cores
+from conductor_cli.backends.llamacpp import load_llama, prompt_tokens, stderr_note
+from conductor_cli.errors import ModelError
 
 N_BATCH = 512
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError
-from .shapes import Shape
+from conductor_cli.errors import ModelError
+from conductor_cli.train.shapes import Shape
 
 PCA_DIMS = 16
 GENERATIONS = 60

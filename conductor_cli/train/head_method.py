@@ -24,19 +24,19 @@ from typing import Any
 
 import numpy as np
 
-from .. import waiting
-from ..api import worker_infos
-from ..catalog import file_sha256
-from ..conductor import plan_messages
-from ..config import Config
-from ..errors import InputError
-from ..evals.datasets import fingerprint
-from ..evals.records import Problem
-from . import registry
-from .chooser import TASKS
-from .features import PromptFeatures
-from .head import Head, best_fixed_shape, evolve, fit_pca
-from .session import (
+from conductor_cli import waiting
+from conductor_cli.api import worker_infos
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import InputError
+from conductor_cli.evals.datasets import fingerprint
+from conductor_cli.evals.records import Problem
+from conductor_cli.models.catalog import file_sha256
+from conductor_cli.run.planner import plan_messages
+from conductor_cli.train import registry
+from conductor_cli.train.chooser import TASKS
+from conductor_cli.train.features import PromptFeatures
+from conductor_cli.train.head import Head, best_fixed_shape, evolve, fit_pca
+from conductor_cli.train.session import (
     Checkpoint,
     OnProgress,
     Progress,
@@ -57,7 +57,7 @@ from .session import (
     work_dir,
     write_json,
 )
-from .shapes import Shape, enumerate_shapes
+from conductor_cli.train.shapes import Shape, enumerate_shapes
 
 CHECKPOINT = "rewards.jsonl"
 TIE_BREAK = 0.001

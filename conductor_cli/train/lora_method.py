@@ -31,19 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import paths, waiting
-from ..api import worker_infos
-from ..catalog import file_sha256, load_catalog
-from ..conductor import Conductor, WorkerInfo, plan_messages
-from ..config import Config
-from ..errors import InputError, WorkflowError
-from ..evals.datasets import fingerprint
-from ..evals.records import Problem
-from ..pool import conductor_backend
-from . import registry
-from .adapter_gguf import MODULES
-from .examples import Encoder, Example
-from .session import (
+from conductor_cli import waiting
+from conductor_cli.api import worker_infos
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import InputError, WorkflowError
+from conductor_cli.evals.datasets import fingerprint
+from conductor_cli.evals.records import Problem
+from conductor_cli.models.catalog import file_sha256, load_catalog
+from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages
+from conductor_cli.run.pool import conductor_backend
+from conductor_cli.storage import paths
+from conductor_cli.train import registry
+from conductor_cli.train.adapter_gguf import MODULES
+from conductor_cli.train.examples import Encoder, Example
+from conductor_cli.train.session import (
     Checkpoint,
     HeldOut,
     OnProgress,
@@ -66,10 +67,10 @@ from .session import (
     work_dir,
     write_json,
 )
-from .shapes import Shape, enumerate_shapes, shape_grammar
+from conductor_cli.train.shapes import Shape, enumerate_shapes, shape_grammar
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from conductor_cli.train.policy import Policy
 
 LORA_METHODS = ("expert-iteration", "grpo")
 LEARNING_RATE = {"expert-iteration": 1e-3, "grpo": 3e-4}  # measured here (PITFALLS, Learning)
@@ -288,7 +289,7 @@ def train_lora(
     held_out_ids: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """Train a LoRA conductor on `problems` for `config`'s pool; returns the training record."""
-    from .policy import Policy, pick_device, require_torch
+    from conductor_cli.train.policy import Policy, pick_device, require_torch
 
     started = time.monotonic()
     if method not in LORA_METHODS:
@@ -467,7 +468,7 @@ def train_lora(
             replace_dir(pending, policy_dir)
             if current is not None:
                 shutil.rmtree(current, ignore_errors=True)
-        from .export_check import check_export
+        from conductor_cli.train.export_check import check_export
 
         staged = stage(work)
         policy.export(staged / registry.ADAPTER)

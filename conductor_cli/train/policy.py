@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .adapter_gguf import MODULES, pairs_from_peft, write_adapter
-from .examples import Example
-from .session import replace_dir
+from conductor_cli.errors import InputError
+from conductor_cli.train.adapter_gguf import MODULES, pairs_from_peft, write_adapter
+from conductor_cli.train.examples import Example
+from conductor_cli.train.session import replace_dir
 
 TORCH_EXTRA = "pip install 'conductor-cli[train]' (torch, transformers, peft, gguf; about 6 GB)"
 # Above this a conductor's GGUF is a multi-billion-parameter model: fitting a LoRA to it on

@@ -20,22 +20,22 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from .. import paths
-from ..api import RunResult, execute
-from ..backends.litellm import LiteLLMProcess
-from ..backends.llamacpp import LlamaModels
-from ..backends.prefix_state import PrefixStateStore
-from ..catalog import ResolvedModel, load_catalog, resolve_gguf
-from ..config import Config, atomic_write
-from ..errors import ConductorError, ConfigError, InputError
-from ..evals import scoring
-from ..evals.datasets import fingerprint
-from ..evals.records import Problem
-from ..sandbox import Sandbox
-from ..workflow import Workflow
-from . import registry
-from .head import GENERATIONS, PCA_DIMS
-from .reward import reward, run_cost
+from conductor_cli.api import RunResult, execute
+from conductor_cli.backends.litellm import LiteLLMProcess
+from conductor_cli.backends.llamacpp import LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
+from conductor_cli.config.settings import Config, atomic_write
+from conductor_cli.errors import ConductorError, ConfigError, InputError
+from conductor_cli.evals import scoring
+from conductor_cli.evals.datasets import fingerprint
+from conductor_cli.evals.records import Problem
+from conductor_cli.evals.sandbox import Sandbox
+from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
+from conductor_cli.run.workflow import Workflow
+from conductor_cli.storage import paths
+from conductor_cli.train import registry
+from conductor_cli.train.head import GENERATIONS, PCA_DIMS
+from conductor_cli.train.reward import reward, run_cost
 
 SPLIT = "split.json"
 K = TypeVar("K")

@@ -13,8 +13,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import InputError
-from ..workflow import Step, Workflow, task_rules
+from conductor_cli.errors import InputError
+from conductor_cli.run.workflow import Step, Workflow, task_rules
 
 MAX_SHAPE_STEPS = 2
 MAX_SHAPES = 60

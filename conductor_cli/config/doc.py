@@ -1,6 +1,6 @@
 """The config reference, generated from the settings the code accepts.
 
-`docs/config.md` is this module's output (python -m conductor_cli.config_doc > docs/config.md);
+`docs/config.md` is this module's output (python -m conductor_cli.config.doc > docs/config.md);
 a test fails when a key has no description here or the file is out of date.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .config import (
+from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
     _TYPE_WORDS,
@@ -75,7 +75,7 @@ def reference_markdown() -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the code by `python -m conductor_cli.config_doc`; do not edit by hand.",
+        "Generated from the code by `python -m conductor_cli.config.doc`; do not edit by hand.",
         "The file is TOML, at `conductor config path`. Set a key with",
         "`conductor config set SECTION.KEY VALUE` (`workers.NAME.KEY` for a worker).",
     ]

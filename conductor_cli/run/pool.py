@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .backends.base import Backend
-from .backends.litellm import LiteLLMBackend, LiteLLMProcess
-from .backends.llamacpp import LlamaCppBackend, LlamaModels
-from .catalog import Catalog, resolve_gguf
-from .config import Config, WorkerConfig
-from .errors import ModelError
-from .inputs import Attachment, attachment_budget
+from conductor_cli.backends.base import Backend
+from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
+from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.config.settings import Config, WorkerConfig
+from conductor_cli.errors import ModelError
+from conductor_cli.models.catalog import Catalog, resolve_gguf
+from conductor_cli.run.inputs import Attachment, attachment_budget
 
 GGUF_PREFIX = "gguf:"
 # A remote model's context when the config does not say: today's API models read 128k or more.
@@ -128,7 +128,7 @@ def conductor_backend(
             process=litellm,
         )
     spec = c.model.removeprefix(GGUF_PREFIX)
-    from .train.registry import find
+    from conductor_cli.train.registry import find
 
     trained = find(spec)
     adapter = None

@@ -17,10 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .config import Config, atomic_write
-from .errors import TraceError
-from .events import (
+from conductor_cli.config.settings import Config, atomic_write
+from conductor_cli.errors import TraceError
+from conductor_cli.run.events import (
     NestedEvent,
     PlanReady,
     RunFailed,
@@ -34,7 +33,8 @@ from .events import (
     StepToken,
     event_to_dict,
 )
-from .inputs import Attachment
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.storage import paths
 
 VERSION = 1
 REDACTED = "[REDACTED]"

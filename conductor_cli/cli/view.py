@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from .events import (
+from conductor_cli.run.events import (
     NestedEvent,
     PlanReady,
     PlanStarted,
@@ -34,7 +34,7 @@ from .events import (
     StepStarted,
     StepToken,
 )
-from .workflow import Workflow
+from conductor_cli.run.workflow import Workflow
 
 StepStatus = Literal[
     "waiting", "running", "retrying", "done", "failed", "skipped", "cached", "replayed"

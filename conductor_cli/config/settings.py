@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .errors import ConfigError
+from conductor_cli.errors import ConfigError
+from conductor_cli.storage import paths
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10

@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
-from .config import (
+from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
     _WORKER_TYPES,
@@ -22,7 +22,7 @@ from .config import (
     config_to_dict,
     load_config,
 )
-from .errors import ConfigError
+from conductor_cli.errors import ConfigError
 
 _TYPES = {"conductor": _CONDUCTOR_TYPES, "cache": _CACHE_TYPES}
 _TRUE = {"true", "yes", "on", "1"}

@@ -10,11 +10,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import waiting
-from .backends.base import Completion, Request
-from .config import CONDUCTOR_WORKER
-from .errors import BudgetError, ConductorError, ConfigError, WorkerError, WorkflowError
-from .events import (
+from conductor_cli import waiting
+from conductor_cli.backends.base import Completion, Request
+from conductor_cli.config.settings import CONDUCTOR_WORKER
+from conductor_cli.errors import (
+    BudgetError,
+    ConductorError,
+    ConfigError,
+    WorkerError,
+    WorkflowError,
+)
+from conductor_cli.run.events import (
     NestedEvent,
     Source,
     StepFailed,
@@ -25,9 +31,9 @@ from .events import (
     StepToken,
     Subscriber,
 )
-from .inputs import Attachment, attachment_budget, fit_attachments
-from .pool import Pool, Worker
-from .workflow import Step, Workflow
+from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
+from conductor_cli.run.pool import Pool, Worker
+from conductor_cli.run.workflow import Step, Workflow
 
 
 @dataclass(frozen=True)

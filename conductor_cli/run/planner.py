@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from .backends.base import Backend, Completion, Request
-from .config import CONDUCTOR_WORKER
-from .errors import WorkflowError
-from .inputs import Attachment
-from .workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
+from conductor_cli.backends.base import Backend, Completion, Request
+from conductor_cli.config.settings import CONDUCTOR_WORKER
+from conductor_cli.errors import WorkflowError
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
 
 FREE_PLAN_MAX_TOKENS = 1024
 _PREVIEW_CHARS = 200

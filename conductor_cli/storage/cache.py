@@ -16,9 +16,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from . import paths
-from .backends.base import Backend, Completion, Request, TextSink
-from .budget import Budget, Pricing
+from conductor_cli.backends.base import Backend, Completion, Request, TextSink
+from conductor_cli.run.budget import Budget, Pricing
+from conductor_cli.storage import paths
 
 KEY_VERSION = 1
 

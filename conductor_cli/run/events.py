@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import WorkflowError
-from .workflow import Workflow
+from conductor_cli.errors import WorkflowError
+from conductor_cli.run.workflow import Workflow
 
 # Where an output came from: a real model call, the response cache, or a recorded trace.
 Source = Literal["model", "cache", "trace"]
@@ -198,7 +198,7 @@ def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
 
 def event_from_dict(record: dict[str, Any]) -> Any:
     """Rebuild an event recorded by `event_to_dict` (for replay and `traces show`)."""
-    from .workflow import validate_steps
+    from conductor_cli.run.workflow import validate_steps
 
     if not isinstance(record, dict):
         raise ValueError(f"an event must be an object, got {type(record).__name__}")

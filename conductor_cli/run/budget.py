@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .errors import BudgetError
+from conductor_cli.errors import BudgetError
 
 
 @dataclass(frozen=True)

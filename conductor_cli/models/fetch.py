@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from .catalog import CatalogEntry, Source, check_gguf_file
-from .errors import ModelError
+from conductor_cli.errors import ModelError
+from conductor_cli.models.catalog import CatalogEntry, Source, check_gguf_file
 
 CHUNK = 1 << 20
 

@@ -9,8 +9,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
-from .errors import ModelError
+from conductor_cli.errors import ModelError
+from conductor_cli.storage import paths
 
 GGUF_MAGIC = b"GGUF"
 
@@ -68,7 +68,7 @@ def catalog_file() -> Path:
     packaged = Path(__file__).with_name("catalog.toml")
     if packaged.exists():
         return packaged
-    return Path(__file__).resolve().parent.parent / "models" / "catalog.toml"
+    return Path(__file__).resolve().parents[2] / "models" / "catalog.toml"
 
 
 def load_catalog(path: Path | None = None) -> Catalog:
@@ -127,7 +127,7 @@ class ResolvedModel:
 
 def file_sha256(path: Path) -> str:
     """Hash a model file, remembering the result by path, size and mtime (big files are slow)."""
-    from .config import atomic_write
+    from conductor_cli.config.settings import atomic_write
 
     stat = path.stat()
     memo_file = paths.cache_dir() / "fingerprints.json"
@@ -163,7 +163,7 @@ def resolve_gguf(spec: str, catalog: Catalog, where: str, *, fetch: bool = True)
             raise ModelError(
                 f"{where}: model {spec!r} is not downloaded. Run `conductor models pull {spec}`."
             )
-        from .fetch import pull
+        from conductor_cli.models.fetch import pull
 
         path = pull(entry)
     elif entry.size is not None and path.stat().st_size != entry.size:

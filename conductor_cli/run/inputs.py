@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import InputError
+from conductor_cli.errors import InputError
 
 _SNIFF = 8192
 

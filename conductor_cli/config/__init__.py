@@ -1,0 +1,1 @@
+"""The user's config file: typed settings, its generated doc, edits and the starter file."""

@@ -1,0 +1,1 @@
+"""The plan -> run path: pool, planning, workflow, engine, events, budget, inputs."""

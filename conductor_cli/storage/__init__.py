@@ -1,0 +1,1 @@
+"""What a run leaves on disk: paths, the response cache, traces."""
