@@ -165,20 +165,23 @@ def norm(task: str) -> str:
 def plan_all(which: str) -> None:
     """In a fresh process: plan every question with the config in force; print JSON."""
     use_prompt(which)
-    from conductor_cli.api import Runtime, _plan, worker_infos
+    from conductor_cli.api import plan_question
     from conductor_cli.config.settings import load_config
-    from conductor_cli.run.planner import plan_messages
+    from conductor_cli.run.planner import plan_messages, worker_infos
+    from conductor_cli.runtime import Runtime
 
     config = load_config()
     runtime = Runtime(config)
-    pool = runtime.pool()
-    backend = runtime.conductor()
+    runtime.pull_missing()
+    scope = runtime.scope()
+    pool = runtime.pool(scope)
+    backend = runtime.conductor(scope)
     infos = worker_infos(pool.workers, 0, config.conductor.max_depth)
     system = plan_messages("", infos, (), config.conductor.max_steps)[0]["content"]
     plans = []
     start = time.perf_counter()
     for question in QUESTIONS:
-        plan = _plan(backend, config, question, (), infos, lambda e: None)
+        plan = plan_question(backend, config, question, (), infos, lambda e: None)
         plans.append(
             [
                 {"worker": s.worker, "task": s.task, "sees": list(s.sees)}

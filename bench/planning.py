@@ -42,15 +42,21 @@ def pool_config() -> str:
 
 def plan_once(question: str) -> None:
     """In a fresh process: load the conductor, plan once, print the timings as JSON."""
-    from conductor_cli.api import Runtime, _plan, worker_infos
+    from conductor_cli.api import plan_question
     from conductor_cli.config.settings import load_config
+    from conductor_cli.run.planner import worker_infos
+    from conductor_cli.runtime import Runtime
 
     config = load_config()
     runtime = Runtime(config)
-    pool = runtime.pool()
-    backend = runtime.conductor()
+    runtime.pull_missing()
+    scope = runtime.scope()
+    pool = runtime.pool(scope)
+    backend = runtime.conductor(scope)
     start = time.perf_counter()
-    plan = _plan(backend, config, question, (), worker_infos(pool.workers, 0, 0), lambda e: None)
+    plan = plan_question(
+        backend, config, question, (), worker_infos(pool.workers, 0, 0), lambda e: None
+    )
     seconds = time.perf_counter() - start
     runtime.close()
     print(json.dumps({"seconds": seconds, "tokens_in": plan.tokens_in, "cached": plan.cached}))

@@ -7,21 +7,16 @@ events go to the caller's subscriber (a view) and to the trace writer.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from conductor_cli.backends.base import Backend
-from conductor_cli.backends.litellm import LiteLLMProcess
-from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-from conductor_cli.backends.prefix_state import PrefixStateStore
-from conductor_cli.config.settings import CONDUCTOR_WORKER, Config, WorkerConfig
+from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
 from conductor_cli.errors import ConductorError, InputError, WorkflowError, is_interrupt
-from conductor_cli.models.catalog import Catalog, load_catalog
-from conductor_cli.run.budget import Budget, Pricing
+from conductor_cli.run.budget import Budget
 from conductor_cli.run.engine import Engine, NestedRun, Recurse, StepResult
 from conductor_cli.run.events import (
     PlanReady,
@@ -34,10 +29,11 @@ from conductor_cli.run.events import (
     fan_out,
 )
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.planner import Conductor, Plan, ShapeChooser, WorkerInfo
-from conductor_cli.run.pool import Pool, Worker, build_pool, conductor_backend, uses_litellm
+from conductor_cli.run.planner import Conductor, Plan, ShapeChooser, WorkerInfo, worker_infos
+from conductor_cli.run.pool import Pool
 from conductor_cli.run.workflow import Step, Workflow
-from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
+from conductor_cli.runtime import Runtime, runtime_for
+from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import TraceWriter, config_secrets
 
 
@@ -90,146 +86,6 @@ class RunResult:
         }
 
 
-def worker_pricing(wc: WorkerConfig, lookup: Callable[[str], list[float] | None]) -> Pricing:
-    return Pricing(
-        wc.model.removeprefix("litellm:"),
-        local=wc.model.startswith("gguf:"),
-        input_per_mtok=wc.input_cost_per_mtok,
-        output_per_mtok=wc.output_cost_per_mtok,
-        lookup=lookup,
-    )
-
-
-def conductor_pricing(config: Config, lookup: Callable[[str], list[float] | None]) -> Pricing:
-    model = config.conductor.model
-    return Pricing(
-        model.removeprefix("litellm:"), local=not model.startswith("litellm:"), lookup=lookup
-    )
-
-
-class Choosers:
-    """Trained heads loaded once and kept for many questions: an eval passes one to every
-    `execute`, so a trained conductor's GGUF is not loaded again for each problem."""
-
-    def __init__(self) -> None:
-        self._loaded: dict[tuple[str, ...], ShapeChooser] = {}
-        self._lock = threading.Lock()  # eval threads may ask for the same head at once
-
-    def get(self, key: tuple[str, ...], load: Callable[[], ShapeChooser]) -> ShapeChooser:
-        with self._lock:
-            if key not in self._loaded:
-                self._loaded[key] = load()
-            return self._loaded[key]
-
-    def close(self) -> None:
-        with self._lock:
-            for chooser in self._loaded.values():
-                chooser.close()
-            self._loaded.clear()
-
-
-class Runtime:
-    """One run's resources: the model registry, the response cache and the call counter."""
-
-    def __init__(
-        self,
-        config: Config,
-        *,
-        cache_mode: CacheMode = CacheMode.USE,
-        catalog: Catalog | None = None,
-        models: LlamaModels | None = None,
-        budget: Budget | None = None,
-        litellm: LiteLLMProcess | None = None,
-        choosers: Choosers | None = None,
-    ) -> None:
-        self.config = config
-        self.budget = budget
-        c = config.conductor
-        self.catalog = catalog or load_catalog()
-        cache_mode = CacheMode(cache_mode)  # accept "use" / "refresh" / "off" from Python callers
-        enabled = config.cache.enabled and cache_mode is not CacheMode.OFF
-        self.cache_mode = cache_mode if enabled else CacheMode.OFF
-        self.cache = ResponseCache(size_limit_mb=config.cache.size_limit_mb) if enabled else None
-        self._own_models = models is None
-        self.models = models or LlamaModels.for_settings(
-            c,
-            # Speed only, answers do not depend on it: kept even under --no-cache/--refresh.
-            state_store=PrefixStateStore.default() if config.cache.enabled else None,
-        )
-        self.counter = CallCounter()
-        # Started only if a worker or the conductor needs it; a caller running many questions
-        # (eval) passes one in, so litellm's seconds-long import is paid once.
-        self._own_litellm = litellm is None
-        self.litellm = litellm or LiteLLMProcess()
-        self._own_choosers = choosers is None
-        self.choosers = choosers or Choosers()
-
-    def _wrap(self, backend: Backend, label: str, pricing: Pricing) -> Backend:
-        return CachedBackend(
-            backend,
-            self.cache,
-            self.cache_mode,
-            self.counter,
-            label=label,
-            pricing=pricing,
-            budget=self.budget,
-        )
-
-    def pool(self) -> Pool:
-        """Resolve every worker's model (checked, fetched if needed, not yet loaded)."""
-        raw = build_pool(self.config, self.catalog, self.models, self.litellm)
-        if uses_litellm(self.config):
-            # Start litellm's helper process now: its seconds-long import runs on another core
-            # while the conductor loads and plans, not in front of the first remote step.
-            self.litellm.start()
-        return Pool(
-            tuple(
-                Worker(
-                    w.config,
-                    self._wrap(w.backend, f"worker {w.name}", self._pricing(w.config)),
-                    w.context_tokens,
-                )
-                for w in raw.workers
-            )
-        )
-
-    def _pricing(self, wc: WorkerConfig) -> Pricing:
-        return worker_pricing(wc, self.litellm.rates)
-
-    def chooser(self) -> ShapeChooser | None:
-        """The trained part of a trained conductor (conductor.model names one), else None."""
-        from conductor_cli.train.registry import find
-
-        trained = find(self.config.conductor.model)
-        if trained is None or trained.method != "head":
-            return None  # the LoRA methods' training lives in the adapter
-        names = tuple(w.name for w in self.config.workers)
-
-        def load() -> ShapeChooser:
-            from conductor_cli.train.chooser import HeadChooser
-
-            base = conductor_backend(self.config, self.catalog, self.models, self.litellm)
-            assert isinstance(base, LlamaCppBackend)
-            return HeadChooser.load(trained, base.path, names, self.config.conductor)
-
-        return self.choosers.get((trained.name, str(trained.head_path), *names), load)
-
-    def conductor(self) -> Backend:
-        pricing = conductor_pricing(self.config, self.litellm.rates)
-        backend = conductor_backend(self.config, self.catalog, self.models, self.litellm)
-        return self._wrap(backend, "conductor", pricing)
-
-    def close(self) -> None:
-        if self._own_choosers:
-            self.choosers.close()
-        if self._own_litellm:
-            self.litellm.close()
-        if self._own_models:
-            self.models.close()
-        if self.cache is not None:
-            self.cache.close()
-
-
 def _check_workers(
     workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult], *, recursion: bool
 ) -> None:
@@ -243,6 +99,30 @@ def _check_workers(
         )
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run behaves: its use of the cache, streaming, seed and limits."""
+
+    cache_mode: CacheMode = CacheMode.USE
+    stream: bool = False  # steps report their text as it is generated (StepOutput events)
+    seed: int | None = None  # None: the config's conductor.seed
+    max_cost: float | None = None  # USD; the run stops before a call that would pass it
+    max_calls: int | None = None  # model calls, the conductor's included
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """Whether and where the run's trace is written."""
+
+    enabled: bool = True
+    directory: Path | None = None  # None: DATA_DIR/traces
+    base: dict[str, Any] | None = None  # the trace a resumed run continues
+    extra: dict[str, Any] | None = None  # more top-level fields (an eval's annotation)
+
+
+NO_TRACE = TraceOptions(enabled=False)
+
+
 def execute(
     question: str,
     *,
@@ -251,73 +131,78 @@ def execute(
     workflow: Workflow | None = None,
     keep: Mapping[int, StepResult] | None = None,
     on_event: Subscriber | None = None,
-    cache_mode: CacheMode = CacheMode.USE,
-    trace: bool = True,
-    trace_dir: Path | None = None,
-    trace_base: dict[str, Any] | None = None,
-    trace_extra: dict[str, Any] | None = None,
-    stream: bool = False,
+    options: RunOptions = RunOptions(),
+    trace: TraceOptions = TraceOptions(),
     workflow_source: Source = "model",
-    seed: int | None = None,
-    max_cost: float | None = None,
-    max_calls: int | None = None,
-    catalog: Catalog | None = None,
-    models: LlamaModels | None = None,
-    litellm: LiteLLMProcess | None = None,
-    choosers: Choosers | None = None,
+    runtime: Runtime | None = None,
 ) -> RunResult:
     """Run one question: plan with the conductor unless `workflow` is given, then run it.
 
     `keep` holds step results to reuse (resume, from-step); every event goes to `on_event`
-    and to the trace file, which is rewritten after the plan and after every step.
+    and to the trace file, which is rewritten after the plan and after every step. Models,
+    the litellm helper and the cache come from `runtime` (a fresh one when None).
     """
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
-    config = config or Config()
-    keep = keep or {}
-    budget = Budget(max_cost=max_cost, max_calls=max_calls)
-    runtime = Runtime(
-        config,
-        cache_mode=cache_mode,
-        catalog=catalog,
-        models=models,
-        budget=budget,
-        litellm=litellm,
-        choosers=choosers,
-    )
-    start = time.monotonic()
-    try:
-        # Resolve (and fetch) every model before loading any: a bad config costs no load.
-        pool = runtime.pool()
-        conductor_for = _lazy(runtime.conductor)
+    config = config or (runtime.config if runtime is not None else Config())
+    with runtime_for(config, runtime) as root:
+        # The one visible download step (first use of a catalog model), before any pool.
+        root.pull_missing(config, conductor=workflow is None or config.conductor.max_depth > 0)
+        run = _Run(root, config, options, trace, on_event)
+        return run.execute(question, attachments, workflow, keep or {}, workflow_source)
+
+
+@dataclass
+class _Run:
+    root: Runtime
+    config: Config
+    options: RunOptions
+    trace: TraceOptions
+    on_event: Subscriber | None
+
+    def execute(
+        self,
+        question: str,
+        attachments: Sequence[Attachment],
+        workflow: Workflow | None,
+        keep: Mapping[int, StepResult],
+        workflow_source: Source,
+    ) -> RunResult:
+        root, config, options = self.root, self.config, self.options
+        budget = Budget(max_cost=options.max_cost, max_calls=options.max_calls)
+        scope = root.scope(options.cache_mode, budget)
+        start = time.monotonic()
+        # Resolve every model before loading any: a bad config costs no load.
+        pool = root.pool(scope, config)
+        conductor_for = _lazy(lambda: root.conductor(scope, config))
         identity = conductor_for().identity if workflow is None else "(given workflow)"
         writer = None
-        if trace:
+        if self.trace.enabled:
             writer = TraceWriter(
                 question=question,
                 attachments=attachments,
                 config=config,
                 conductor_identity=identity,
                 secrets=config_secrets(config),
-                directory=trace_dir,
-                extra=trace_extra,
-                base=trace_base,
+                directory=self.trace.directory,
+                extra=self.trace.extra,
+                base=self.trace.base,
             )
         # The trace first: what is on disk matters more than what is on screen.
-        emit = fan_out(writer, on_event)
+        emit = fan_out(writer, self.on_event)
         try:
             emit(RunStarted(question))
             plan = None
             c = config.conductor
             if workflow is None:
-                plan = _plan(
+                plan = plan_question(
                     conductor_for(),
                     config,
                     question,
                     attachments,
                     worker_infos(pool.workers, 0, c.max_depth),
                     emit,
-                    runtime.chooser(),
+                    root.chooser(config),
                 )
                 workflow = plan.workflow
                 if writer is not None:
@@ -325,14 +210,21 @@ def execute(
             else:
                 emit(PlanReady(workflow, 0.0, workflow_source))
             _check_workers(workflow, pool, keep, recursion=c.max_depth > 0)
-            run_seed = c.seed if seed is None else seed
+            run_seed = c.seed if options.seed is None else options.seed
             engine = Engine(
                 pool,
                 emit,
                 seed=run_seed,
-                stream=stream,
+                stream=options.stream,
                 recurse=_recursion(
-                    config, pool, conductor_for, question, attachments, run_seed, stream, depth=0
+                    config,
+                    pool,
+                    conductor_for,
+                    question,
+                    attachments,
+                    run_seed,
+                    options.stream,
+                    depth=0,
                 ),
             )
             steps = engine.run(question, workflow, attachments, keep)
@@ -343,8 +235,8 @@ def execute(
                 tuple(steps),
                 steps[-1].output,
                 time.monotonic() - start,
-                runtime.counter.model_calls,
-                runtime.counter.cache_hits,
+                scope.counter.model_calls,
+                scope.counter.cache_hits,
                 writer.path if writer else None,
             )
             if writer is not None:
@@ -366,8 +258,6 @@ def execute(
             with contextlib.suppress(Exception):
                 emit(ending)
             raise
-    finally:
-        runtime.close()
 
 
 T = TypeVar("T")
@@ -385,30 +275,7 @@ def _lazy(make: Callable[[], T]) -> Callable[[], T]:
     return get
 
 
-class _Described(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-
-
-def worker_infos(workers: Sequence[_Described], depth: int, max_depth: int) -> list[WorkerInfo]:
-    """The pool as the conductor's planning prompt lists it (training uses the same)."""
-    infos = [WorkerInfo(w.name, w.description) for w in workers]
-    left = max_depth - depth
-    if left > 0:
-        times = "once more" if left == 1 else f"{left} more levels deep"
-        infos.append(
-            WorkerInfo(
-                CONDUCTOR_WORKER,
-                "you, the conductor, again: reads the outputs it sees, judges whether the team "
-                f"failed, and writes a new corrective workflow (may be used {times})",
-            )
-        )
-    return infos
-
-
-def _plan(
+def plan_question(
     backend: Backend,
     config: Config,
     question: str,
@@ -456,7 +323,7 @@ def _recursion(
         sub_attachments = [*attachments, *seen]
         sub_question = f"{question}\n\nInstruction for this part of the work: {step.task}"
         emit(RunStarted(sub_question))
-        plan = _plan(
+        plan = plan_question(
             conductor_for(),
             config,
             sub_question,
@@ -508,14 +375,51 @@ def _plan_record(plan: Plan) -> dict[str, Any]:
     }
 
 
-def ask(question: str, **options: Any) -> RunResult:
-    """Plan a workflow for `question` with the configured conductor and run it on the pool.
+def ask(
+    question: str,
+    *,
+    config: Config | None = None,
+    attachments: Sequence[Attachment] = (),
+    on_event: Subscriber | None = None,
+    options: RunOptions = RunOptions(),
+    trace: TraceOptions = TraceOptions(),
+    runtime: Runtime | None = None,
+) -> RunResult:
+    """Plan a workflow for `question` with the configured conductor and run it on the pool."""
+    return execute(
+        question,
+        config=config,
+        attachments=attachments,
+        on_event=on_event,
+        options=options,
+        trace=trace,
+        runtime=runtime,
+    )
 
-    Options are those of `execute`: config, attachments, on_event, cache_mode, trace, stream…
-    """
-    return execute(question, **options)
 
-
-def run_workflow(workflow: Workflow, question: str, **options: Any) -> RunResult:
+def run_workflow(
+    workflow: Workflow,
+    question: str,
+    *,
+    config: Config | None = None,
+    attachments: Sequence[Attachment] = (),
+    keep: Mapping[int, StepResult] | None = None,
+    on_event: Subscriber | None = None,
+    options: RunOptions = RunOptions(),
+    trace: TraceOptions = TraceOptions(),
+    source: Source = "model",
+    runtime: Runtime | None = None,
+) -> RunResult:
     """Run a given (hand-written or recorded) workflow on `question`, skipping the conductor."""
-    return execute(question, workflow=workflow, **options)
+    return execute(
+        question,
+        config=config,
+        attachments=attachments,
+        workflow=workflow,
+        keep=keep,
+        on_event=on_event,
+        options=options,
+        trace=trace,
+        workflow_source=source,
+        runtime=runtime,
+    )

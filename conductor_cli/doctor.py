@@ -145,7 +145,6 @@ def _probe(api_base: str, timeout_s: float) -> str | None:
 
 def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     from conductor_cli.config.settings import load_config
-    from conductor_cli.run.pool import GGUF_PREFIX
 
     try:
         config = load_config(config_file)
@@ -155,8 +154,8 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     rows.extend(_trained_conductor(config))
     for w in config.workers:
         what = f"worker {w.name}"
-        if w.model.startswith(GGUF_PREFIX):
-            rows.append(_gguf_worker(what, w.model))
+        if w.spec.local:
+            rows.append(_gguf_worker(what, w.spec.name))
             continue
         if w.api_key_env and not os.environ.get(w.api_key_env):
             rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
@@ -198,12 +197,11 @@ def _trained_conductor(config: Any) -> list[Check]:
     return [Check("conductor model", "ok", f"{trained.name}, trained for this pool")]
 
 
-def _gguf_worker(what: str, model: str) -> Check:
+def _gguf_worker(what: str, name: str) -> Check:
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
-    from conductor_cli.run.pool import GGUF_PREFIX
 
     try:
-        resolved = resolve_gguf(model.removeprefix(GGUF_PREFIX), load_catalog(), what, fetch=False)
+        resolved = resolve_gguf(name, load_catalog(), what, fetch=False)
     except ConductorError as e:
         return Check(what, "warn", str(e))
     if not resolved.path.exists():

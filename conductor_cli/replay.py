@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from conductor_cli.api import RunResult, execute
+from conductor_cli.api import RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import TraceError, WorkflowError
 from conductor_cli.run.engine import StepResult
@@ -121,9 +121,8 @@ def rerun(
             workflow=remap(workflow, worker_map or {}) if workflow else None,
             keep=recorded if workflow else {},
             on_event=on_event,
-            seed=seed,
-            trace_base=record,
-            stream=stream,
+            options=RunOptions(seed=seed, stream=stream),
+            trace=TraceOptions(base=record),
             workflow_source="trace",
         )
     if workflow is None:
@@ -150,9 +149,7 @@ def rerun(
         workflow=remap(workflow, worker_map or {}),
         keep=keep,
         on_event=on_event,
-        seed=seed,
-        cache_mode=CacheMode.REFRESH,
-        stream=stream,
+        options=RunOptions(CacheMode.REFRESH, stream=stream, seed=seed),
+        trace=TraceOptions(extra={"replay_of": record.get("id")}),
         workflow_source="trace",
-        trace_extra={"replay_of": record.get("id")},
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.api import execute
+from conductor_cli.api import TraceOptions, execute
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.config.settings import load_config
 from conductor_cli.errors import is_interrupt
@@ -389,7 +389,7 @@ def test_a_run_ended_by_any_exception_never_leaves_its_trace_running(
             config=load_config(config_file),
             workflow=workflow,
             on_event=failing_view,
-            trace_dir=tmp_path / "traces",
+            trace=TraceOptions(directory=tmp_path / "traces"),
         )
     assert is_interrupt(raised.value) == (fault == "wrapped ctrl-c")
     (trace_file,) = (tmp_path / "traces").glob("*.json")

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.api import run_workflow
+from conductor_cli.api import RunOptions, TraceOptions, run_workflow
 from conductor_cli.backends.litellm import LiteLLMProcess
 from conductor_cli.config.settings import config_from_dict
 from conductor_cli.errors import BudgetError, WorkerError
 from conductor_cli.run.events import StepFinished, StepRetry, StepSkipped, StepStarted
 from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.runtime import Runtime
+from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import load_trace
 
 from .conftest import assert_one_line_error, run_cli
@@ -83,10 +85,18 @@ def steps(*spec: tuple[str, list[int]]):  # type: ignore[no-untyped-def]
     return parse_workflow(text, sorted({w for w, _ in spec}), 10)
 
 
-def run(workflow, cfg, **kw):  # type: ignore[no-untyped-def]
+def run(workflow, cfg, *, trace=True, **kw):  # type: ignore[no-untyped-def]
     events: list[object] = []
-    kw.setdefault("litellm", _HELPER[0])
-    result = run_workflow(workflow, "Q?", config=cfg, on_event=events.append, **kw)
+    with Runtime(cfg, litellm=_HELPER[0]) as runtime:
+        result = run_workflow(
+            workflow,
+            "Q?",
+            config=cfg,
+            on_event=events.append,
+            options=RunOptions(**kw),
+            trace=TraceOptions(enabled=trace),
+            runtime=runtime,
+        )
     return result, events
 
 
@@ -162,8 +172,9 @@ def test_failure_skips_dependents_and_spares_independent_steps(
     )
     workflow = steps(("gone", []), ("ok", []), ("ok", [0]), ("ok", [1]))
     events: list[object] = []
-    with pytest.raises(WorkerError, match=r"step 0 \(gone\): .*Connection error.*1 step skipped"):
-        run_workflow(workflow, "Q?", config=cfg, on_event=events.append, litellm=_HELPER[0])
+    failed = r"step 0 \(gone\): .*Connection error.*1 step skipped"
+    with Runtime(cfg, litellm=_HELPER[0]) as runtime, pytest.raises(WorkerError, match=failed):
+        run_workflow(workflow, "Q?", config=cfg, on_event=events.append, runtime=runtime)
     assert [e.index for e in events if isinstance(e, StepSkipped)] == [2]
     assert sorted(e.index for e in events if isinstance(e, StepFinished)) == [1, 3]
 
@@ -351,7 +362,12 @@ def test_a_served_conductor_that_writes_no_workflow_falls_back_to_one_step(
             ],
         }
     )
-    result = ask("What is 2 + 2?", config=cfg, trace_dir=tmp_path, cache_mode="off")
+    result = ask(
+        "What is 2 + 2?",
+        config=cfg,
+        trace=TraceOptions(directory=tmp_path),
+        options=RunOptions(cache_mode=CacheMode.OFF),
+    )
     assert result.plan is not None and result.plan.fallback and result.plan.attempts == 2
     assert [s.worker for s in result.workflow.steps] == ["thorough"]
     assert result.answer == "the worker's answer"
@@ -387,7 +403,12 @@ def test_a_served_conductors_workflow_is_repaired_or_retried(
             "workers": [worker("brief", workers.api_base), worker("thorough", workers.api_base)],
         }
     )
-    result = ask("What is 2 + 2?", config=cfg, trace_dir=tmp_path, cache_mode="off")
+    result = ask(
+        "What is 2 + 2?",
+        config=cfg,
+        trace=TraceOptions(directory=tmp_path),
+        options=RunOptions(cache_mode=CacheMode.OFF),
+    )
     assert result.plan is not None and not result.plan.fallback
     assert [(s.worker, s.task, s.sees) for s in result.workflow.steps] == [
         ("brief", "Add the numbers.", ()),

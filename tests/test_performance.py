@@ -18,13 +18,14 @@ from typing import Any
 
 import pytest
 
-from conductor_cli.api import execute
+from conductor_cli.api import ask
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.hardware import physical_cores
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels, fixed_prefix
 from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
 from conductor_cli.config.settings import load_config
 from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages
+from conductor_cli.runtime import Runtime
 
 from .conftest import assert_one_line_error
 
@@ -83,7 +84,9 @@ def test_bad_config_or_empty_question_costs_no_model_load(tmp_path: Path) -> Non
 def test_one_llama_instance_serves_conductor_and_local_worker(fast_config: Path) -> None:
     models = LlamaModels(n_ctx=2048, n_threads=1)
     try:
-        result = execute("Name a colour.", config=load_config(fast_config), models=models)
+        cfg = load_config(fast_config)
+        with Runtime(cfg, models=models) as runtime:
+            result = ask("Name a colour.", config=cfg, runtime=runtime)
         assert result.model_calls >= 2  # the conductor and at least one worker step
         assert len(models._models) == 1  # the same file: loaded once, shared
     finally:

@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conductor_cli.api import Choosers, Runtime
 from conductor_cli.backends.base import Request
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import load_config
@@ -29,6 +28,7 @@ from conductor_cli.evals.datasets import load_qa
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.planner import WorkerInfo, plan_messages
 from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.runtime import Runtime
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
 from conductor_cli.train.registry import conductors_dir
@@ -158,18 +158,12 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     by = {s["strategy"]: s for s in json.loads(out.read_text())["strategies"]}
     assert by["conductor:sim"]["accuracy"] > by["conductor"]["accuracy"], by
     assert by["conductor:sim"]["accuracy"] == after["accuracy"]  # the same planning path
-    # An eval loads a trained head once for all its problems: runtimes sharing `Choosers`
-    # get the same loaded head, and closing one runtime keeps it for the next.
-    choosers = Choosers()
-    first, second = (Runtime(load_config(use), choosers=choosers) for _ in range(2))
-    try:
-        head_once = first.chooser()
+    # An eval loads a trained head once for all its problems: one runtime serves them all,
+    # and hands every run the same loaded head.
+    with Runtime(load_config(use)) as runtime:
+        head_once = runtime.chooser()
         assert head_once is not None
-        first.close()
-        assert second.chooser() is head_once
-    finally:
-        second.close()
-        choosers.close()
+        assert runtime.chooser() is head_once
     untrained = Runtime(load_config(config))
     assert untrained.chooser() is None
     untrained.close()

@@ -77,17 +77,12 @@ def run_and_show(
     as_json: bool,
 ) -> None:
     """The part `ask` and `run` share: note any cut input, run while watched, show the result."""
+    from conductor_cli.api import RunOptions
+
     note_cuts(cfg, question, attachments, quiet)
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
-        result = execute(
-            config=cfg,
-            attachments=attachments,
-            on_event=view,
-            cache_mode=mode,
-            stream=stream,
-            max_cost=max_cost,
-            max_calls=max_calls,
-        )
+        options = RunOptions(mode, stream=stream, max_cost=max_cost, max_calls=max_calls)
+        result = execute(config=cfg, attachments=attachments, on_event=view, options=options)
     show_result(result, as_json=as_json)
 
 

@@ -12,17 +12,16 @@ from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
 from conductor_cli.cli.present import print_json
 
 if TYPE_CHECKING:
-    from conductor_cli.storage.cache import ResponseCache
+    from conductor_cli.runtime import Runtime
 
 app = typer.Typer(no_args_is_help=True)
 
 
-def _open(ctx: typer.Context, config: Path | None) -> ResponseCache:
+def _runtime(ctx: typer.Context, config: Path | None) -> Runtime:
     from conductor_cli.config.settings import load_config
-    from conductor_cli.storage.cache import ResponseCache
+    from conductor_cli.runtime import Runtime
 
-    cfg = load_config(config_path(ctx, config))
-    return ResponseCache(size_limit_mb=cfg.cache.size_limit_mb)
+    return Runtime(load_config(config_path(ctx, config)))
 
 
 @app.command("path")
@@ -38,14 +37,9 @@ def path() -> None:
 @handle_errors
 def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = None) -> None:
     """Entries, size on disk and size limit; and the saved conductor prompt states."""
-    from conductor_cli.backends.prefix_state import PrefixStateStore
-
-    cache = _open(ctx, config)
-    info = cache.stats()
-    cache.close()
-    store = PrefixStateStore.default()
-    info["prompt_states"] = len(store.files())
-    info["prompt_state_bytes"] = store.size_bytes()
+    with _runtime(ctx, config) as runtime:
+        info = runtime.cache_report()
+    state_dir = info.pop("prompt_state_dir")
     if as_json:
         print_json(info)
         return
@@ -54,7 +48,7 @@ def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = No
     typer.echo(f"{info['entries']} entries, {mb:.1f} MB of {limit:.0f} MB, in {info['path']}")
     typer.echo(
         f"{info['prompt_states']} saved conductor prompt states, "
-        f"{info['prompt_state_bytes'] / 1e6:.1f} MB, in {store.directory}"
+        f"{info['prompt_state_bytes'] / 1e6:.1f} MB, in {state_dir}"
     )
 
 
@@ -62,10 +56,6 @@ def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = No
 @handle_errors
 def clear(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Delete every cached response and saved conductor prompt state."""
-    from conductor_cli.backends.prefix_state import PrefixStateStore
-
-    cache = _open(ctx, config)
-    removed = cache.clear()
-    cache.close()
-    states = PrefixStateStore.default().clear()
+    with _runtime(ctx, config) as runtime:
+        removed, states = runtime.clear_caches()
     typer.echo(f"removed {removed} entries and {states} prompt states")

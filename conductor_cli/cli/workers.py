@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,47 +120,16 @@ def test(
     config: ConfigOption = None,
 ) -> None:
     """Send each worker a tiny prompt; report latency, or the error. Exit 1 if any failed."""
-    from conductor_cli.backends.base import Request
-    from conductor_cli.backends.litellm import LiteLLMProcess
-    from conductor_cli.backends.llamacpp import LlamaModels
+    from dataclasses import asdict
+
     from conductor_cli.config.settings import load_config, restrict_workers
-    from conductor_cli.errors import EXIT_RUN_FAILED, ConductorError
-    from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.run.pool import build_pool
+    from conductor_cli.errors import EXIT_RUN_FAILED
+    from conductor_cli.runtime import Runtime
 
     cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
-    models = LlamaModels.for_settings(cfg.conductor)
-    litellm = LiteLLMProcess()
-    rows = []
-    try:
-        pool = build_pool(cfg, load_catalog(), models, litellm)
-        probe = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
-        for w in pool.workers:
-            start = time.monotonic()
-            try:
-                done = w.backend.complete(probe)
-                rows.append(
-                    {
-                        "name": w.name,
-                        "ok": True,
-                        "seconds": round(time.monotonic() - start, 3),
-                        "reply": done.text.strip()[:40],
-                        "error": None,
-                    }
-                )
-            except ConductorError as e:
-                rows.append(
-                    {
-                        "name": w.name,
-                        "ok": False,
-                        "seconds": round(time.monotonic() - start, 3),
-                        "reply": None,
-                        "error": str(e),
-                    }
-                )
-    finally:
-        litellm.close()
-        models.close()
+    with Runtime(cfg) as runtime:
+        runtime.pull_missing()
+        rows = [asdict(r) for r in runtime.probe_workers()]
     if as_json:
         print_json(rows)
     else:

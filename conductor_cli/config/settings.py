@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.errors import ConfigError
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.storage import paths
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -40,6 +41,10 @@ class ConductorSettings:
     api_base: str | None = None
     api_key_env: str | None = None
 
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec.for_conductor(self.model)
+
 
 @dataclass(frozen=True)
 class WorkerConfig:
@@ -57,6 +62,10 @@ class WorkerConfig:
     input_cost_per_mtok: float | None = None  # USD per million tokens, when litellm has no price
     output_cost_per_mtok: float | None = None
     context_tokens: int | None = None  # None: conductor.n_ctx for GGUF, 128k for remote models
+
+    @property
+    def spec(self) -> ModelSpec:
+        return ModelSpec.for_worker(self.model)
 
 
 @dataclass(frozen=True)

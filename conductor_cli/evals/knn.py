@@ -58,18 +58,18 @@ def embedding_gguf(config: Config) -> Path:
     """The GGUF whose hidden states embed the questions: the conductor's own (a trained
     conductor's base model); the catalog's default model when the conductor is remote."""
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
+    from conductor_cli.models.spec import ModelSpec
     from conductor_cli.train.registry import find
 
-    spec = config.conductor.model
-    trained = find(spec)
+    spec = config.conductor.spec
+    trained = find(spec.name) if spec.local else None
     if trained is not None:
-        spec = trained.base_model
+        spec = ModelSpec.for_conductor(trained.base_model)
     catalog = load_catalog()
-    if spec.startswith("litellm:"):
-        # A served conductor has no hidden states to read here: the embedded default model
-        # (SmolLM2-135M, the same the local conductor would be) embeds the questions.
-        spec = catalog.default
-    return resolve_gguf(spec.removeprefix("gguf:"), catalog, "conductor.model (knn-router)").path
+    # A served conductor has no hidden states to read here: the embedded default model
+    # (SmolLM2-135M, the same the local conductor would be) embeds the questions.
+    name = spec.name if spec.local else catalog.default
+    return resolve_gguf(name, catalog, "conductor.model (knn-router)").path
 
 
 def question_text(problem: Problem) -> str:

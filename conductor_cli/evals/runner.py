@@ -10,10 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conductor_cli import waiting
-from conductor_cli.api import Choosers, RunResult, conductor_pricing, execute, worker_pricing
-from conductor_cli.backends.litellm import LiteLLMProcess
-from conductor_cli.backends.llamacpp import LlamaModels
-from conductor_cli.backends.prefix_state import PrefixStateStore
+from conductor_cli.api import NO_TRACE, RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
 from conductor_cli.errors import ConductorError
 from conductor_cli.evals import scoring
@@ -36,6 +33,8 @@ from conductor_cli.evals.strategies import (
     trace_id,
     vote_config,
 )
+from conductor_cli.run.workflow import Workflow
+from conductor_cli.runtime import Runtime, conductor_pricing, worker_pricing
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import annotate_trace
 
@@ -61,9 +60,7 @@ class _Solver:
         dataset: str,
         *,
         cache_mode: CacheMode,
-        models: LlamaModels,
-        litellm: LiteLLMProcess,
-        choosers: Choosers,
+        runtime: Runtime,
         trained: dict[str, str | None],
         sandbox: Sandbox | None,
     ) -> None:
@@ -71,22 +68,30 @@ class _Solver:
         self.settings = settings
         self.dataset = dataset
         self.cache_mode = cache_mode
-        self.models = models
-        self.litellm = litellm
-        self.choosers = choosers
+        self.runtime = runtime
         self.trained = trained  # per conductor strategy: its trained conductor's identity
         self.sandbox = sandbox
 
-    def _execute(self, problem: Problem, config: Config | None = None, **kw: Any) -> RunResult:
+    def _execute(
+        self,
+        problem: Problem,
+        config: Config | None = None,
+        *,
+        workflow: Workflow | None = None,
+        trace: TraceOptions = NO_TRACE,
+        seed: int | None = None,
+    ) -> RunResult:
         return execute(
             problem.question,
             config=config or self.config,
-            cache_mode=self.cache_mode,
-            models=self.models,
-            litellm=self.litellm,
-            choosers=self.choosers,
-            **kw,
+            workflow=workflow,
+            options=RunOptions(self.cache_mode, seed=seed),
+            trace=trace,
+            runtime=self.runtime,
         )
+
+    def _annotation(self, problem: Problem) -> dict[str, str]:
+        return {"dataset": self.dataset, "problem_id": problem.id}
 
     def solve(self, strategy: str, problem: Problem) -> Result:
         start = time.monotonic()
@@ -103,15 +108,16 @@ class _Solver:
             run = self._execute(
                 problem,
                 conductor_config(self.config, strategy),
-                trace=True,
-                trace_extra={"eval": {"dataset": self.dataset, "problem_id": problem.id}},
+                trace=TraceOptions(
+                    extra={"eval": {"dataset": self.dataset, "problem_id": problem.id}}
+                ),
             )
         elif kind == "single":
-            run = self._execute(problem, workflow=single_workflow(worker), trace=False)
+            run = self._execute(problem, workflow=single_workflow(worker))
         else:  # moa
             names = [w.name for w in self.config.workers]
             wf = moa_workflow(names, self.settings.moa_layers, self.settings.aggregator or names[0])
-            run = self._execute(problem, workflow=wf, trace=False)
+            run = self._execute(problem, workflow=wf)
         correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
         if kind == "conductor":
             detail["trained"] = self.trained[strategy]
@@ -139,7 +145,6 @@ class _Solver:
                 problem,
                 config,
                 workflow=single_workflow(worker),
-                trace=False,
                 seed=self.settings.seed + 7919 * (k + 1),
             )
             for k in range(self.settings.vote_n)
@@ -159,9 +164,9 @@ class _Solver:
         pick: int,
         scored: tuple[bool, str, dict[str, Any]],
     ) -> Result:
-        usage = _Usage.of(runs[0], self.config, self.litellm.rates)
+        usage = _Usage.of(runs[0], self.config, self.runtime.litellm.rates)
         for run in runs[1:]:
-            usage = usage + _Usage.of(run, self.config, self.litellm.rates)
+            usage = usage + _Usage.of(run, self.config, self.runtime.litellm.rates)
         correct, extracted, detail = scored
         return Result(
             strategy=strategy,
@@ -258,20 +263,13 @@ def run_eval(
                     on_result(done, True)
     if sandbox is None and any(p.kind == "code" for p in problems):
         sandbox = Sandbox()
-    models = LlamaModels.for_settings(
-        config.conductor,
-        state_store=PrefixStateStore.default() if config.cache.enabled else None,
-    )
-    litellm = LiteLLMProcess()
-    choosers = Choosers()
+    runtime = Runtime(config)
     solver = _Solver(
         config,
         settings,
         dataset,
         cache_mode=cache_mode,
-        models=models,
-        litellm=litellm,
-        choosers=choosers,
+        runtime=runtime,
         trained=trained,
         sandbox=sandbox,
     )
@@ -307,9 +305,7 @@ def run_eval(
             # wait for the whole eval. Problems not started are dropped; running ones end
             # soon (their models are closed below) and store nothing.
             pool.shutdown(wait=False, cancel_futures=True)
-        litellm.close()
-        choosers.close()
-        models.close()
+        runtime.close()
     return EvalRun(
         tuple(collect(problems, strategies, config, store, settings)), resumed, len(todo)
     )

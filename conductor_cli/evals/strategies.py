@@ -109,9 +109,10 @@ def check_conductor(name: str, raw: str) -> str:
     """`conductor:NAME` plans with another conductor: a trained one (`conductor train`), a
     catalog model or a .gguf path, as `conductor.model` takes them."""
     from conductor_cli.models.catalog import is_gguf_path, load_catalog
+    from conductor_cli.models.spec import ModelSpec
     from conductor_cli.train.registry import find
 
-    if find(name) is not None or is_gguf_path(name) or name.startswith("litellm:"):
+    if find(name) is not None or is_gguf_path(name) or not ModelSpec.for_conductor(name).local:
         return name
     if name in load_catalog().entries:
         return name

@@ -285,3 +285,26 @@ class Conductor:
             first.cached and second.cached,
             fallback,
         )
+
+
+class _Described(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+
+
+def worker_infos(workers: Sequence[_Described], depth: int, max_depth: int) -> list[WorkerInfo]:
+    """The pool as the conductor's planning prompt lists it (training uses the same)."""
+    infos = [WorkerInfo(w.name, w.description) for w in workers]
+    left = max_depth - depth
+    if left > 0:
+        times = "once more" if left == 1 else f"{left} more levels deep"
+        infos.append(
+            WorkerInfo(
+                CONDUCTOR_WORKER,
+                "you, the conductor, again: reads the outputs it sees, judges whether the team "
+                f"failed, and writes a new corrective workflow (may be used {times})",
+            )
+        )
+    return infos

@@ -10,13 +10,12 @@ from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.errors import ModelError
-from conductor_cli.models.catalog import Catalog, resolve_gguf
+from conductor_cli.models.catalog import Catalog, CatalogEntry, is_gguf_path, resolve_gguf
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
 
-GGUF_PREFIX = "gguf:"
 # A remote model's context when the config does not say: today's API models read 128k or more.
 REMOTE_CONTEXT_TOKENS = 128_000
-LITELLM_PREFIX = "litellm:"
 
 
 @dataclass(frozen=True)
@@ -55,16 +54,14 @@ def _where(config: Config, key: str) -> str:
 
 
 def uses_litellm(config: Config) -> bool:
-    return config.conductor.model.startswith(LITELLM_PREFIX) or any(
-        not w.model.startswith(GGUF_PREFIX) for w in config.workers
-    )
+    return not config.conductor.spec.local or any(not w.spec.local for w in config.workers)
 
 
 def context_tokens(config: Config, wc: WorkerConfig) -> int:
     """The worker's context window: its own setting, else llama.cpp's n_ctx or a remote default."""
     if wc.context_tokens:
         return wc.context_tokens
-    return config.conductor.n_ctx if wc.model.startswith(GGUF_PREFIX) else REMOTE_CONTEXT_TOKENS
+    return config.conductor.n_ctx if wc.spec.local else REMOTE_CONTEXT_TOKENS
 
 
 def cut_notes(config: Config, question: str, attachments: Sequence[Attachment]) -> list[str]:
@@ -93,12 +90,13 @@ def build_pool(
     for i, wc in enumerate(config.workers):
         where = _where(config, f"workers[{i}].model")
         backend: Backend
-        if wc.model.startswith(GGUF_PREFIX):
-            resolved = resolve_gguf(wc.model.removeprefix(GGUF_PREFIX), catalog, where)
+        spec = wc.spec
+        if spec.local:
+            resolved = resolve_gguf(spec.name, catalog, where)
             backend = LlamaCppBackend(models, resolved.path, resolved.sha256())
         else:
             backend = LiteLLMBackend(
-                wc.model.removeprefix(LITELLM_PREFIX),
+                spec.name,
                 api_base=wc.api_base,
                 api_key_env=wc.api_key_env,
                 where=_where(config, f"workers[{i}] ({wc.name})"),
@@ -119,21 +117,21 @@ def conductor_backend(
 ) -> Backend:
     """The conductor: a catalog name or .gguf path in llama.cpp, or `litellm:<model>`."""
     c = config.conductor
-    if c.model.startswith(LITELLM_PREFIX):
+    if not c.spec.local:
         return LiteLLMBackend(
-            c.model.removeprefix(LITELLM_PREFIX),
+            c.spec.name,
             api_base=c.api_base,
             api_key_env=c.api_key_env,
             where=_where(config, "conductor"),
             process=litellm,
         )
-    spec = c.model.removeprefix(GGUF_PREFIX)
+    spec = c.spec.name
     from conductor_cli.train.registry import find
 
     trained = find(spec)
     adapter = None
     if trained is not None:  # a conductor trained by `conductor train`: its base GGUF
-        spec = trained.base_model.removeprefix(GGUF_PREFIX)
+        spec = ModelSpec.for_conductor(trained.base_model).name
         adapter = trained.adapter_path
         if adapter is not None and not adapter.is_file():
             raise ModelError(
@@ -145,3 +143,30 @@ def conductor_backend(
     assert trained is not None
     sha = resolved.sha256()
     return LlamaCppBackend(models, resolved.path, sha, adapter, trained.adapter_sha256())
+
+
+def local_models(config: Config, *, conductor: bool = True) -> list[str]:
+    """Every GGUF the config runs in llama.cpp (catalog names or paths), the conductor's first."""
+    from conductor_cli.train.registry import find
+
+    names = []
+    if conductor and config.conductor.spec.local:
+        name = config.conductor.spec.name
+        trained = find(name)
+        names.append(ModelSpec.for_conductor(trained.base_model).name if trained else name)
+    names += [w.spec.name for w in config.workers if w.spec.local]
+    return list(dict.fromkeys(names))
+
+
+def missing_catalog_models(
+    config: Config, catalog: Catalog, *, conductor: bool = True
+) -> list[CatalogEntry]:
+    """The catalog models the config uses that are not downloaded yet (pulled on first use)."""
+    entries = []
+    for name in local_models(config, conductor=conductor):
+        if is_gguf_path(name) and name not in catalog.entries:
+            continue
+        entry = catalog.entries.get(name)
+        if entry is not None and not entry.local_path().exists():
+            entries.append(entry)
+    return entries

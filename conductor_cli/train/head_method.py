@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 
 from conductor_cli import waiting
-from conductor_cli.api import worker_infos
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
-from conductor_cli.run.planner import plan_messages
+from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.train import registry
 from conductor_cli.train.chooser import TASKS
 from conductor_cli.train.features import PromptFeatures

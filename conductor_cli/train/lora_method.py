@@ -32,13 +32,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from conductor_cli import waiting
-from conductor_cli.api import worker_infos
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError, WorkflowError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256, load_catalog
-from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages
+from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, worker_infos
 from conductor_cli.run.pool import conductor_backend
 from conductor_cli.storage import paths
 from conductor_cli.train import registry

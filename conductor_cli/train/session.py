@@ -20,10 +20,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from conductor_cli.api import RunResult, execute
-from conductor_cli.backends.litellm import LiteLLMProcess
+from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
 from conductor_cli.backends.llamacpp import LlamaModels
-from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import ConductorError, ConfigError, InputError
 from conductor_cli.evals import scoring
@@ -31,7 +29,9 @@ from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.workflow import Workflow
+from conductor_cli.runtime import Runtime
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.head import GENERATIONS, PCA_DIMS
@@ -142,11 +142,7 @@ class Runner:
 
     def __init__(self, config: Config, problems: Sequence[Problem]) -> None:
         self.config = config
-        self.models = LlamaModels.for_settings(
-            config.conductor,
-            state_store=PrefixStateStore.default() if config.cache.enabled else None,
-        )
-        self.litellm = LiteLLMProcess()
+        self.runtime = Runtime(config)
         self.sandbox = Sandbox() if any(p.kind == "code" for p in problems) else None
 
     def run(
@@ -158,19 +154,21 @@ class Runner:
                 problem.question,
                 config=config or self.config,
                 workflow=workflow,
-                trace=False,
-                seed=seed,
-                models=self.models,
-                litellm=self.litellm,
+                options=RunOptions(seed=seed),
+                trace=NO_TRACE,
+                runtime=self.runtime,
             )
         except ConductorError:
             return None, False  # a failed run is a wrong answer
         correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
         return run, correct
 
+    @property
+    def models(self) -> LlamaModels:
+        return self.runtime.models
+
     def close(self) -> None:
-        self.litellm.close()
-        self.models.close()
+        self.runtime.close()
 
 
 def reward_of(run: RunResult | None, correct: bool, cost_weight: float) -> float:
@@ -432,10 +430,11 @@ def resolve_base(config: Config, method: str) -> tuple[str, ResolvedModel]:
     trained_base = registry.find(base_spec)
     if trained_base is not None:
         base_spec = trained_base.base_model
-    if base_spec.startswith("litellm:"):
+    spec = ModelSpec.for_conductor(base_spec)
+    if not spec.local:
         raise InputError(
             f"conductor.model {c.model!r} is served through litellm; --method {method} trains "
             "the conductor's own weights or hidden state, so train a local GGUF conductor"
         )
-    base = resolve_gguf(base_spec.removeprefix("gguf:"), load_catalog(), "conductor.model")
+    base = resolve_gguf(spec.name, load_catalog(), "conductor.model")
     return base_spec, base

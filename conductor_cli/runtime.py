@@ -1,0 +1,292 @@
+"""The composition root: one long-lived object that owns what runs share, and builds pools.
+
+A `Runtime` holds the loaded GGUF models (with the conductor's saved prompt states), the litellm
+helper process (its seconds-long import paid once), the response cache and the trained heads.
+`ask`, `run`, `replay`, `eval`, `workers test`, `train` and a server get their models and pools
+from one, so many runs share one set of resources. What belongs to one run (cache mode,
+budget, call counter) is a `RunScope`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from conductor_cli.backends.base import Backend, Request
+from conductor_cli.backends.litellm import LiteLLMProcess
+from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
+from conductor_cli.config.settings import Config, WorkerConfig
+from conductor_cli.errors import ConductorError
+from conductor_cli.models.catalog import Catalog, load_catalog
+from conductor_cli.run.budget import Budget, Pricing
+from conductor_cli.run.planner import ShapeChooser
+from conductor_cli.run.pool import (
+    Pool,
+    Worker,
+    build_pool,
+    conductor_backend,
+    missing_catalog_models,
+    uses_litellm,
+)
+from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
+
+Lookup = Callable[[str], list[float] | None]
+
+
+def worker_pricing(wc: WorkerConfig, lookup: Lookup) -> Pricing:
+    spec = wc.spec
+    return Pricing(
+        spec.name,
+        local=spec.local,
+        input_per_mtok=wc.input_cost_per_mtok,
+        output_per_mtok=wc.output_cost_per_mtok,
+        lookup=lookup,
+    )
+
+
+def conductor_pricing(config: Config, lookup: Lookup) -> Pricing:
+    spec = config.conductor.spec
+    return Pricing(spec.name, local=spec.local, lookup=lookup)
+
+
+class Choosers:
+    """Trained heads loaded once and kept for many questions, so a trained conductor's GGUF is
+    not loaded again for each problem of an eval."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[tuple[str, ...], ShapeChooser] = {}
+        self._lock = threading.Lock()  # eval threads may ask for the same head at once
+
+    def get(self, key: tuple[str, ...], load: Callable[[], ShapeChooser]) -> ShapeChooser:
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load()
+            return self._loaded[key]
+
+    def close(self) -> None:
+        with self._lock:
+            for chooser in self._loaded.values():
+                chooser.close()
+            self._loaded.clear()
+
+
+@dataclass
+class RunScope:
+    """What one run owns: how it uses the cache, its budget, and its count of model calls."""
+
+    cache_mode: CacheMode = CacheMode.USE
+    budget: Budget | None = None
+    counter: CallCounter = field(default_factory=CallCounter)
+
+
+@dataclass(frozen=True)
+class WorkerProbe:
+    """`workers test`: one worker's answer to a tiny prompt, or why it failed."""
+
+    name: str
+    ok: bool
+    seconds: float
+    reply: str | None
+    error: str | None
+
+
+PROBE = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
+
+
+class Runtime:
+    """The resources runs share. Close it (or use it as a context manager) when done."""
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        catalog: Catalog | None = None,
+        models: LlamaModels | None = None,
+        litellm: LiteLLMProcess | None = None,
+    ) -> None:
+        self.config = config or Config()
+        self.catalog = catalog or load_catalog()
+        c = self.config.conductor
+        self._own_models = models is None
+        self.models = models or LlamaModels.for_settings(
+            c,
+            # Speed only, answers do not depend on it: kept even under --no-cache/--refresh.
+            state_store=PrefixStateStore.default() if self.config.cache.enabled else None,
+        )
+        # Started only when a worker or the conductor needs it. A caller may share its own
+        # (tests share one across many runtimes, paying litellm's import once).
+        self._own_litellm = litellm is None
+        self.litellm = litellm or LiteLLMProcess()
+        self.choosers = Choosers()
+        self._cache: ResponseCache | None = None
+        self._cache_lock = threading.Lock()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- models -------------------------------------------------------------------------
+
+    def pull_missing(self, config: Config | None = None, *, conductor: bool = True) -> list[str]:
+        """Download the catalog models the config uses and lacks (as `ollama run` does): one
+        visible step, with its progress bar, before any pool is built. Returns their names.
+        `conductor=False`: a given workflow with no recursion never loads the conductor."""
+        missing = missing_catalog_models(config or self.config, self.catalog, conductor=conductor)
+        if missing:
+            from conductor_cli.models.fetch import pull
+
+            for entry in missing:
+                pull(entry)
+        return [e.name for e in missing]
+
+    # --- the response cache ---------------------------------------------------------------
+
+    def cache(self) -> ResponseCache | None:
+        """The response cache, opened on first use; None when the config turns caching off."""
+        if not self.config.cache.enabled:
+            return None
+        with self._cache_lock:
+            if self._cache is None:
+                self._cache = ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
+            return self._cache
+
+    def cache_report(self) -> dict[str, Any]:
+        """`cache stats`: the response cache's entries and size, and the saved prompt states."""
+        cache = self.cache() or ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
+        info = cache.stats()
+        store = PrefixStateStore.default()
+        info["prompt_states"] = len(store.files())
+        info["prompt_state_bytes"] = store.size_bytes()
+        info["prompt_state_dir"] = str(store.directory)
+        if cache is not self._cache:
+            cache.close()
+        return info
+
+    def clear_caches(self) -> tuple[int, int]:
+        """`cache clear`: (cached responses removed, saved prompt states removed)."""
+        cache = self.cache() or ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
+        removed = cache.clear()
+        if cache is not self._cache:
+            cache.close()
+        return removed, PrefixStateStore.default().clear()
+
+    # --- pools ----------------------------------------------------------------------------
+
+    def scope(
+        self, cache_mode: CacheMode = CacheMode.USE, budget: Budget | None = None
+    ) -> RunScope:
+        mode = CacheMode(cache_mode)  # accept "use" / "refresh" / "off" from Python callers
+        if mode is not CacheMode.OFF and self.cache() is None:
+            mode = CacheMode.OFF  # the config turns caching off
+        return RunScope(mode, budget)
+
+    def _wrap(self, backend: Backend, label: str, pricing: Pricing, scope: RunScope) -> Backend:
+        cache = self.cache() if scope.cache_mode is not CacheMode.OFF else None
+        return CachedBackend(
+            backend,
+            cache,
+            scope.cache_mode if cache is not None else CacheMode.OFF,
+            scope.counter,
+            label=label,
+            pricing=pricing,
+            budget=scope.budget,
+        )
+
+    def raw_pool(self, config: Config | None = None) -> Pool:
+        """Every worker's model resolved and checked (not yet loaded), with no cache around it."""
+        config = config or self.config
+        pool = build_pool(config, self.catalog, self.models, self.litellm)
+        if uses_litellm(config):
+            # Start litellm's helper now: its seconds-long import runs on another core while
+            # the conductor loads and plans, not in front of the first remote step.
+            self.litellm.start()
+        return pool
+
+    def pool(self, scope: RunScope, config: Config | None = None) -> Pool:
+        """The pool for one run: each worker behind the cache, the budget and the counter."""
+        raw = self.raw_pool(config)
+        return Pool(
+            tuple(
+                Worker(
+                    w.config,
+                    self._wrap(
+                        w.backend,
+                        f"worker {w.name}",
+                        worker_pricing(w.config, self.litellm.rates),
+                        scope,
+                    ),
+                    w.context_tokens,
+                )
+                for w in raw.workers
+            )
+        )
+
+    def conductor(self, scope: RunScope, config: Config | None = None) -> Backend:
+        config = config or self.config
+        pricing = conductor_pricing(config, self.litellm.rates)
+        backend = conductor_backend(config, self.catalog, self.models, self.litellm)
+        return self._wrap(backend, "conductor", pricing, scope)
+
+    def chooser(self, config: Config | None = None) -> ShapeChooser | None:
+        """The trained part of a trained conductor (conductor.model names one), else None."""
+        from conductor_cli.train.registry import find
+
+        config = config or self.config
+        trained = find(config.conductor.model)
+        if trained is None or trained.method != "head":
+            return None  # the LoRA methods' training lives in the adapter
+        names = tuple(w.name for w in config.workers)
+
+        def load() -> ShapeChooser:
+            from conductor_cli.train.chooser import HeadChooser
+
+            base = conductor_backend(config, self.catalog, self.models, self.litellm)
+            assert isinstance(base, LlamaCppBackend)
+            return HeadChooser.load(trained, base.path, names, config.conductor)
+
+        return self.choosers.get((trained.name, str(trained.head_path), *names), load)
+
+    def probe_workers(self, config: Config | None = None) -> list[WorkerProbe]:
+        """Send each worker a tiny prompt (no cache): its latency and reply, or the error."""
+        rows = []
+        for w in self.raw_pool(config).workers:
+            start = time.monotonic()
+            try:
+                done = w.backend.complete(PROBE)
+                reply, error = done.text.strip()[:40], None
+            except ConductorError as e:
+                reply, error = None, str(e)
+            seconds = round(time.monotonic() - start, 3)
+            rows.append(WorkerProbe(w.name, error is None, seconds, reply, error))
+        return rows
+
+    def close(self) -> None:
+        self.choosers.close()
+        if self._own_litellm:
+            self.litellm.close()
+        if self._own_models:
+            self.models.close()
+        with self._cache_lock:
+            if self._cache is not None:
+                self._cache.close()
+                self._cache = None
+
+
+@contextmanager
+def runtime_for(config: Config, runtime: Runtime | None) -> Iterator[Runtime]:
+    """The caller's runtime, or a fresh one for this call only (closed after it)."""
+    if runtime is not None:
+        yield runtime
+        return
+    own = Runtime(config)
+    try:
+        yield own
+    finally:
+        own.close()

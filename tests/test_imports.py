@@ -1,0 +1,109 @@
+"""The package's import graph, read with `ast`: no circles, and the layers point one way."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "conductor_cli"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _target(name: str, modules: dict[str, Path]) -> str | None:
+    """The package module an import names (a name imported from a module is that module)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every import inside the package, lazy ones (inside functions) included."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([base] if base else [])])
+                names = [f"{base}.{a.name}" for a in node.names]
+            for name in names:
+                if name.split(".")[0] == "conductor_cli":
+                    target = _target(name, modules)
+                    if target and target != module:
+                        deps.add(target)
+        graph[module] = deps
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50
+    assert cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_planted_circle() -> None:
+    graph = import_graph()
+    graph["conductor_cli.models.catalog"] = {*graph["conductor_cli.models.catalog"]}
+    graph["conductor_cli.models.catalog"].add("conductor_cli.models.fetch")
+    assert ["conductor_cli.models.catalog", "conductor_cli.models.fetch"] in cycles(graph)
+
+
+def test_the_catalog_knows_nothing_of_downloading() -> None:
+    assert "conductor_cli.models.fetch" not in import_graph()["conductor_cli.models.catalog"]
+
+
+def test_lower_layers_never_import_the_cli_or_the_root() -> None:
+    """Data flows one way: nothing below the composition root reaches back up to it."""
+    upper = {"conductor_cli.api", "conductor_cli.runtime", "conductor_cli.replay"}
+    for module, deps in import_graph().items():
+        layer = module.split(".")[1] if "." in module else ""
+        if layer in {"run", "storage", "models", "config", "backends"}:
+            assert not {d for d in deps if d in upper or d.startswith("conductor_cli.cli")}, module
