@@ -14,8 +14,9 @@ When the pin moves, check each import below still exists with the same behaviour
   `add_completion=False`; `get_completion_script(prog_name=, complete_var=, shell=)`: the
   scripts in completions/ (completions/generate.py).
 Then run tests/test_completions.py, tests/test_performance.py (no pydantic at start-up) and
-the CLI error tests. Every name here is imported by `import typer` itself, so this module
-costs nothing at start-up.
+tests/test_config_edit.py (`--debug`), and try an unknown option: `conductor ask --bogus x`
+must print Click's usage error and exit 2. Every name here is imported by `import typer`
+itself, so this module costs nothing at start-up.
 """
 
 from __future__ import annotations
