@@ -15,10 +15,8 @@ FILES = {"bash": "conductor.bash", "zsh": "_conductor", "fish": "conductor.fish"
 
 
 def scripts() -> dict[str, str]:
-    # Typer's generator is not public API; typer is pinned in pyproject.toml for this reason.
-    from typer._completion_shared import get_completion_script
-
     from conductor_cli.cli.complete import COMPLETE_VAR
+    from conductor_cli.cli.typer_compat import get_completion_script  # private in typer
 
     return {
         name: get_completion_script(prog_name="conductor", complete_var=COMPLETE_VAR, shell=shell)

@@ -80,7 +80,7 @@ def main() -> None:
         if os.environ.get(COMPLETE_VAR):
             # A Tab in the shell: register Typer's shell classes (add_completion=False leaves
             # them out so that plain runs pay nothing for them).
-            from typer._completion_classes import completion_init  # typer is pinned
+            from conductor_cli.cli.typer_compat import completion_init
 
             completion_init()
         app()

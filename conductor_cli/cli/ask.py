@@ -10,7 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.common import (
+    AsJson,
+    ConfigOption,
+    Quiet,
+    Verbose,
+    config_path,
+    handle_errors,
+)
 from conductor_cli.cli.complete import worker_names
 from conductor_cli.cli.present import print_answer, print_json, watching
 
@@ -23,9 +30,6 @@ NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor writ
 Refresh = Annotated[
     bool, typer.Option("--refresh", help="Call every model again and overwrite the cache.")
 ]
-AsJson = Annotated[
-    bool, typer.Option("--json", help="Print one JSON document: workflow, steps, answer, totals.")
-]
 MaxCost = Annotated[
     float | None,
     typer.Option("--max-cost", help="Stop before a model call that could cross this many USD."),
@@ -33,10 +37,6 @@ MaxCost = Annotated[
 MaxCalls = Annotated[
     int | None,
     typer.Option("--max-calls", help="Stop before model call N+1 (cache hits are free)."),
-]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print the answer only.")]
-Verbose = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Progress lines on stderr when not on a terminal.")
 ]
 
 

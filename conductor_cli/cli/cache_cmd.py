@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from conductor_cli.cli.ask import AsJson
-from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
 from conductor_cli.cli.present import print_json
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: the --config option, one-line errors, exit codes."""
+"""Shared CLI plumbing: the options several commands take, one-line errors, exit codes."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
-from typer._click.exceptions import ClickException  # typer is pinned: see pyproject
 
 from conductor_cli.cli.signals import during_command
+from conductor_cli.cli.typer_compat import ClickException, get_current_context
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,6 +24,15 @@ ConfigOption = Annotated[
         help="Config file to use (default: $CONDUCTOR_CONFIG or the platform config dir).",
         dir_okay=False,
     ),
+]
+
+# Output options several commands share (ask, run, replay, eval, and the list commands).
+AsJson = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document: workflow, steps, answer, totals.")
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print the answer only.")]
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Progress lines on stderr when not on a terminal.")
 ]
 
 
@@ -132,8 +141,6 @@ def quiet_broken_pipe() -> None:
 
 
 def _debug() -> bool:
-    from typer._click.globals import get_current_context  # typer is pinned: see pyproject
-
     ctx = get_current_context(silent=True)
     obj = ctx.find_root().obj if ctx is not None else None
     return bool(obj.get("debug")) if isinstance(obj, dict) else False

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from conductor_cli.cli.ask import AsJson
-from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
 from conductor_cli.cli.present import print_json
 
 

@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
-from conductor_cli.cli.ask import Verbose
 from conductor_cli.cli.common import (
     ConfigOption,
     DatasetArg,
     DatasetFileArg,
     ScorerOption,
+    Verbose,
     config_path,
     handle_errors,
 )
@@ -94,90 +94,59 @@ def eval_cmd(
     Results are stored per (strategy, problem) as they finish: run the same command again to
     continue an interrupted eval.
     """
-    from conductor_cli.config.settings import config_to_dict, load_config
+    from conductor_cli.config.settings import load_config
     from conductor_cli.errors import InputError
     from conductor_cli.evals import report
-    from conductor_cli.evals.datasets import fingerprint, load_dataset, select
-    from conductor_cli.evals.runner import run_eval
-    from conductor_cli.evals.store import ResultStore
-    from conductor_cli.evals.strategies import Settings, base_strategies, parse_strategies
+    from conductor_cli.evals.session import EvalRequest, open_eval
     from conductor_cli.storage.cache import CacheMode
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
-    cfg = load_config(config_path(ctx, config))
-    names = [w.name for w in cfg.workers]
-    if aggregator is not None and aggregator not in names:
-        raise InputError(
-            f"--aggregator {aggregator}: no such worker in the pool ({', '.join(names)})"
-        )
-    chosen = parse_strategies(strategies, cfg)
-    problems = load_dataset(dataset, file, scorer)
-    picked = select(problems, limit=limit, sample=sample, seed=seed)
-    settings = Settings(vote_n=vote_n, moa_layers=moa_layers, aggregator=aggregator, seed=seed)
-    raw = config_to_dict(cfg)
-    raw.pop("cache", None)  # where answers are cached does not change them
-    meta: dict[str, Any] = {
-        "dataset": dataset,
-        "problems": fingerprint(problems),
-        "config": raw,
-        "settings": settings.to_dict(),
-    }
-    store = ResultStore.for_meta(meta)
-    if restart:
-        store.clear()
-    base_total = len(picked) * len(base_strategies(chosen, cfg))
-    progress = _Progress(base_total, quiet=quiet, verbose=verbose)
+    request = EvalRequest(
+        dataset=dataset,
+        file=file,
+        scorer=scorer,
+        strategies=strategies,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        concurrency=concurrency,
+        vote_n=vote_n,
+        moa_layers=moa_layers,
+        aggregator=aggregator,
+        restart=restart,
+        cache_mode=CacheMode.OFF if no_cache else CacheMode.USE,
+    )
+    session = open_eval(request, load_config(config_path(ctx, config)))
     try:
-        with progress:
-            run = run_eval(
-                picked,
-                chosen,
-                cfg,
-                store,
-                dataset=dataset,
-                settings=settings,
-                concurrency=concurrency,
-                cache_mode=CacheMode.OFF if no_cache else CacheMode.USE,
-                on_result=progress.result,
-            )
+        with _Progress(session.total, quiet=quiet, verbose=verbose) as progress:
+            outcome = session.run(on_result=progress.result)
     except KeyboardInterrupt:
         sys.stderr.write(
-            f"conductor: eval interrupted; {len(store)} results are kept in {store.path}: "
-            "run the same command again to continue\n"
+            f"conductor: eval interrupted; {len(session.store)} results are kept in "
+            f"{session.store.path}: run the same command again to continue\n"
         )
         raise
-    summaries = report.summarize(run.results, chosen)
-    out_meta = {
-        **meta,
-        "file": str(file) if file else None,
-        "n_problems": len(picked),
-        "strategies": chosen,
-        "pool": names,
-        "conductor": cfg.conductor.model,
-        "resumed": run.resumed,
-        "computed": run.computed,
-        "results": str(store.path),
-    }
     if json_out:
-        report.write_json(json_out, summaries, out_meta, run.results)
+        report.write_json(json_out, outcome.summaries, outcome.meta, outcome.results)
     if csv_out:
-        report.write_csv(csv_out, summaries)
+        report.write_csv(csv_out, outcome.summaries)
     if plot:
         from conductor_cli.evals.plot import plot as draw
 
-        draw(summaries, plot, f"{dataset}: {len(picked)} problems")
-    if run.resumed and not quiet:
+        draw(outcome.summaries, plot, f"{outcome.dataset}: {outcome.n_problems} problems")
+    if outcome.resumed and not quiet:
         sys.stderr.write(
-            f"conductor: note: {run.resumed} of {run.resumed + run.computed} results came from "
-            f"an earlier run of this eval ({store.path}); --restart recomputes them\n"
+            f"conductor: note: {outcome.resumed} of {outcome.resumed + outcome.computed} results "
+            f"came from an earlier run of this eval ({outcome.store_path}); --restart "
+            "recomputes them\n"
         )
     if sys.stdout.isatty():
         from rich.console import Console
 
-        Console().print(report.table(summaries))
+        Console().print(report.table(outcome.summaries))
     else:
-        sys.stdout.write(report.plain_table(summaries))
+        sys.stdout.write(report.plain_table(outcome.summaries))
 
 
 class _Progress:

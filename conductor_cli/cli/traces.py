@@ -8,8 +8,15 @@ from typing import Annotated
 
 import typer
 
-from conductor_cli.cli.ask import AsJson, Quiet, Verbose, show_result
-from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.ask import show_result
+from conductor_cli.cli.common import (
+    AsJson,
+    ConfigOption,
+    Quiet,
+    Verbose,
+    config_path,
+    handle_errors,
+)
 from conductor_cli.cli.complete import trace_ids
 from conductor_cli.cli.present import print_answer, print_json, watching
 

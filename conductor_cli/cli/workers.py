@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from conductor_cli.cli.ask import AsJson
-from conductor_cli.cli.common import ConfigOption, config_path, config_target, handle_errors
+from conductor_cli.cli.common import AsJson, ConfigOption, config_path, config_target, handle_errors
 from conductor_cli.cli.complete import worker_names
 from conductor_cli.cli.present import print_json
 
