@@ -203,7 +203,7 @@ def _gguf_worker(what: str, model: str) -> Check:
     from conductor_cli.run.pool import GGUF_PREFIX
 
     try:
-        resolved = resolve_gguf(model.removeprefix(GGUF_PREFIX), load_catalog(), what, fetch=False)
+        resolved = resolve_gguf(model.removeprefix(GGUF_PREFIX), load_catalog(), what)
     except ConductorError as e:
         return Check(what, "warn", str(e))
     if not resolved.path.exists():
