@@ -201,11 +201,9 @@ def _gguf_worker(what: str, name: str) -> Check:
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
     try:
-        resolved = resolve_gguf(name, load_catalog(), what, fetch=False)
+        resolved = resolve_gguf(name, load_catalog(), what)
     except ConductorError as e:
         return Check(what, "warn", str(e))
-    if not resolved.path.exists():
-        return Check(what, "warn", f"{resolved.path} not downloaded yet; the first use fetches it")
     return Check(what, "ok", f"local GGUF {resolved.path}")
 
 

@@ -140,10 +140,9 @@ class Runtime:
         `conductor=False`: a given workflow with no recursion never loads the conductor."""
         missing = missing_catalog_models(config or self.config, self.catalog, conductor=conductor)
         if missing:
-            from conductor_cli.models.fetch import pull
+            from conductor_cli.models.fetch import pull_missing
 
-            for entry in missing:
-                pull(entry)
+            pull_missing(missing)
         return [e.name for e in missing]
 
     # --- the response cache ---------------------------------------------------------------

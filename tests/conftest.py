@@ -105,6 +105,12 @@ def isolated_home(
     monkeypatch.delenv("CONDUCTOR_DATA_DIR", raising=False)
     monkeypatch.delenv("CONDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # huggingface_hub's cache and token live here too; the user's own never reach a test, and
+    # it sends no telemetry (it would fetch a registry of AI agents from the hub once a day).
+    monkeypatch.setenv("HF_HOME", str(home / "huggingface"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HUB_OFFLINE", "HF_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
     if "models_dir" in request.fixturenames or "gguf_path" in request.fixturenames:
         monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(request.getfixturevalue("models_dir")))
         request.getfixturevalue("repack_settled")

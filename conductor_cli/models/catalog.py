@@ -1,4 +1,8 @@
-"""The model catalog (models/catalog.toml) and resolving a model spec to a verified GGUF file."""
+"""The model catalog (models/catalog.toml) and resolving a model spec to a checked GGUF file.
+
+Pure data and checks: nothing here downloads (models/fetch.py does, and imports this module,
+never the reverse).
+"""
 
 from __future__ import annotations
 
@@ -150,8 +154,9 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def resolve_gguf(spec: str, catalog: Catalog, where: str, *, fetch: bool = True) -> ResolvedModel:
-    """A catalog name or a path, as a checked GGUF file; a catalog model is fetched on first use."""
+def resolve_gguf(spec: str, catalog: Catalog, where: str) -> ResolvedModel:
+    """A catalog name or a path, as a checked GGUF file. Never downloads: a catalog model not
+    fetched yet is an error naming the command that fetches it (models/fetch.py does that)."""
     if is_gguf_path(spec) and spec not in catalog.entries:
         path = Path(spec).expanduser()
         check_gguf_file(path, where)
@@ -159,14 +164,10 @@ def resolve_gguf(spec: str, catalog: Catalog, where: str, *, fetch: bool = True)
     entry = catalog.get(spec)
     path = entry.local_path()
     if not path.exists():
-        if not fetch:
-            raise ModelError(
-                f"{where}: model {spec!r} is not downloaded. Run `conductor models pull {spec}`."
-            )
-        from conductor_cli.models.fetch import pull
-
-        path = pull(entry)
-    elif entry.size is not None and path.stat().st_size != entry.size:
+        raise ModelError(
+            f"{where}: model {spec!r} is not downloaded. Run `conductor models pull {spec}`."
+        )
+    if entry.size is not None and path.stat().st_size != entry.size:
         raise ModelError(
             f"{where}: {path} has {path.stat().st_size} bytes, the catalog says {entry.size}: "
             f"the file is damaged. Delete it and run `conductor models pull {spec}`."

