@@ -12,9 +12,9 @@ from conductor_cli.cli.view import (
     SPINNER,
     LiveTreeView,
     PlainProgress,
-    RunState,
     build_tree,
     render_static,
+    shown_status,
 )
 from conductor_cli.run.events import (
     PlanReady,
@@ -29,6 +29,7 @@ from conductor_cli.run.events import (
     event_from_dict,
     event_to_dict,
 )
+from conductor_cli.run.state import RunState
 from conductor_cli.run.workflow import Step, Workflow
 
 T0 = 1_000_000.0
@@ -176,7 +177,7 @@ def test_markup_looking_text_is_shown_literally() -> None:
 def test_finished_step_status_follows_its_source() -> None:
     for source, word in [("model", "done"), ("cache", "cached"), ("trace", "replayed")]:
         state = fold([*planned(), StepFinished(0, "local", "out", 1, 2, 0.5, source=source)])
-        assert state.steps[0].status == word
+        assert state.steps[0].status == "done" and shown_status(state.steps[0]) == word
         assert word in line_with(render(state), "step 0")
 
 
@@ -210,7 +211,7 @@ def test_out_of_order_and_unknown_events_do_not_crash() -> None:
     render(state)  # no question, no plan: still draws
 
     state = fold([*planned(), StepToken(7, "x"), StepFinished(5, "w", "o", 1, 1, 1.0)])
-    assert [s.status for s in state.steps] == ["waiting"] * 3
+    assert [shown_status(s) for s in state.steps] == ["waiting"] * 3
 
 
 def test_interrupt_stops_running_steps() -> None:
@@ -221,7 +222,8 @@ def test_interrupt_stops_running_steps() -> None:
             RunFailed("interrupted", interrupted=True, at=T0 + 4),
         ]
     )
-    assert state.steps[0].status == "failed" and state.steps[0].seconds == 2.0
+    assert state.steps[0].status == "interrupted" and shown_status(state.steps[0]) == "failed"
+    assert state.steps[0].elapsed(T0 + 100) == 2.0
     text = render(state, now=T0 + 100)
     assert "2.0s" in line_with(text, "step 0")
     assert "interrupted" in text
