@@ -17,6 +17,7 @@ from conductor_cli.cli.view import (
     shown_status,
 )
 from conductor_cli.run.events import (
+    NestedEvent,
     PlanReady,
     PlanStarted,
     RunFailed,
@@ -228,6 +229,24 @@ def test_interrupt_stops_running_steps() -> None:
     assert "2.0s" in line_with(text, "step 0")
     assert "interrupted" in text
     assert all(ch not in text for ch in SPINNER)
+
+
+def test_interrupt_stops_a_nested_runs_steps_too() -> None:
+    # The trace always marked a nested run's running steps interrupted; the tree, drawn from
+    # the same state now, no longer leaves them spinning.
+    sub = Workflow((Step("local", "restate the facts", ()),))
+    events = [
+        *planned(),
+        StepStarted(0, "local", "t", (), at=T0 + 2),
+        NestedEvent(0, PlanReady(sub, 0.5, at=T0 + 2.5), at=T0 + 2.5),
+        NestedEvent(0, StepStarted(0, "local", "restate the facts", (), at=T0 + 3), at=T0 + 3),
+        RunFailed("interrupted", interrupted=True, at=T0 + 4),
+    ]
+    text = render(fold(events), now=T0 + 100)
+    assert all(ch not in text for ch in SPINNER)
+    nested = line_with(text, "restate the facts")
+    assert "failed" in nested and "1.0s" in nested
+    assert text.count("interrupted") == 3  # under both cut-off steps, and the run's end
 
 
 def test_recorded_events_render_the_same_as_live_ones() -> None:
