@@ -16,9 +16,10 @@ from pathlib import Path
 from rich.console import Console
 
 from conductor_cli import ask
-from conductor_cli.cli.view import RunState, render_static
+from conductor_cli.cli.view import render_static
 from conductor_cli.config.settings import config_from_dict
 from conductor_cli.run.events import event_from_dict
+from conductor_cli.run.state import RunState
 from conductor_cli.storage.trace import load_trace
 
 HERE = Path(__file__).resolve().parent

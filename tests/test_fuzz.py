@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from conductor_cli.cli.view import RunState, build_tree
+from conductor_cli.cli.view import build_tree
 from conductor_cli.errors import TraceError, WorkflowError
 from conductor_cli.replay import play, trace_attachments, trace_workflow
+from conductor_cli.run.state import RunState
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.storage.trace import list_traces, load_trace, trace_summary
 

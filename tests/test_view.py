@@ -12,11 +12,12 @@ from conductor_cli.cli.view import (
     SPINNER,
     LiveTreeView,
     PlainProgress,
-    RunState,
     build_tree,
     render_static,
+    shown_status,
 )
 from conductor_cli.run.events import (
+    NestedEvent,
     PlanReady,
     PlanStarted,
     RunFailed,
@@ -29,6 +30,7 @@ from conductor_cli.run.events import (
     event_from_dict,
     event_to_dict,
 )
+from conductor_cli.run.state import RunState
 from conductor_cli.run.workflow import Step, Workflow
 
 T0 = 1_000_000.0
@@ -176,7 +178,7 @@ def test_markup_looking_text_is_shown_literally() -> None:
 def test_finished_step_status_follows_its_source() -> None:
     for source, word in [("model", "done"), ("cache", "cached"), ("trace", "replayed")]:
         state = fold([*planned(), StepFinished(0, "local", "out", 1, 2, 0.5, source=source)])
-        assert state.steps[0].status == word
+        assert state.steps[0].status == "done" and shown_status(state.steps[0]) == word
         assert word in line_with(render(state), "step 0")
 
 
@@ -210,7 +212,7 @@ def test_out_of_order_and_unknown_events_do_not_crash() -> None:
     render(state)  # no question, no plan: still draws
 
     state = fold([*planned(), StepToken(7, "x"), StepFinished(5, "w", "o", 1, 1, 1.0)])
-    assert [s.status for s in state.steps] == ["waiting"] * 3
+    assert [shown_status(s) for s in state.steps] == ["waiting"] * 3
 
 
 def test_interrupt_stops_running_steps() -> None:
@@ -221,11 +223,30 @@ def test_interrupt_stops_running_steps() -> None:
             RunFailed("interrupted", interrupted=True, at=T0 + 4),
         ]
     )
-    assert state.steps[0].status == "failed" and state.steps[0].seconds == 2.0
+    assert state.steps[0].status == "interrupted" and shown_status(state.steps[0]) == "failed"
+    assert state.steps[0].elapsed(T0 + 100) == 2.0
     text = render(state, now=T0 + 100)
     assert "2.0s" in line_with(text, "step 0")
     assert "interrupted" in text
     assert all(ch not in text for ch in SPINNER)
+
+
+def test_interrupt_stops_a_nested_runs_steps_too() -> None:
+    # The trace always marked a nested run's running steps interrupted; the tree, drawn from
+    # the same state now, no longer leaves them spinning.
+    sub = Workflow((Step("local", "restate the facts", ()),))
+    events = [
+        *planned(),
+        StepStarted(0, "local", "t", (), at=T0 + 2),
+        NestedEvent(0, PlanReady(sub, 0.5, at=T0 + 2.5), at=T0 + 2.5),
+        NestedEvent(0, StepStarted(0, "local", "restate the facts", (), at=T0 + 3), at=T0 + 3),
+        RunFailed("interrupted", interrupted=True, at=T0 + 4),
+    ]
+    text = render(fold(events), now=T0 + 100)
+    assert all(ch not in text for ch in SPINNER)
+    nested = line_with(text, "restate the facts")
+    assert "failed" in nested and "1.0s" in nested
+    assert text.count("interrupted") == 3  # under both cut-off steps, and the run's end
 
 
 def test_recorded_events_render_the_same_as_live_ones() -> None:

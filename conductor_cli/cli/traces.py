@@ -67,8 +67,9 @@ def show(ref: TraceRef, as_json: AsJson = False) -> None:
     """Show a trace as a tree (or the whole trace with --json)."""
     from rich.console import Console
 
-    from conductor_cli.cli.view import RunState, render_static
+    from conductor_cli.cli.view import render_static
     from conductor_cli.run.events import event_from_dict
+    from conductor_cli.run.state import RunState
     from conductor_cli.storage.trace import load_trace
 
     record = load_trace(ref)

@@ -1,8 +1,9 @@
 """Views of a run: a live Rich tree for terminals and plain progress lines for everything else.
 
-Both are subscribers: the engine emits events and never calls into this module. `RunState`
-folds events into what the tree shows, so a live run, a replay and `conductor traces show`
-(which feeds recorded events) all render through the same code.
+Both are subscribers: the engine emits events and never calls into this module. The tree is
+drawn from `run/state.RunState`, the fold of the events that the trace is written from too,
+so a live run, a replay and `conductor traces show` (which feeds recorded events) all render
+through the same code and show what the trace records.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TextIO
 
@@ -19,33 +19,39 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.events import (
     NestedEvent,
     PlanReady,
     PlanStarted,
-    RunFailed,
-    RunFinished,
-    RunStarted,
     Source,
     StepFailed,
     StepFinished,
     StepRetry,
     StepSkipped,
     StepStarted,
-    StepToken,
 )
-from conductor_cli.run.workflow import Workflow
+from conductor_cli.run.state import RunState, StepState
 
-StepStatus = Literal[
+# What a step's line says: the run state's status, with a finished step's source made visible
+# and every way of not finishing (its own failure, an interrupt, the run failing) as "failed".
+ShownStatus = Literal[
     "waiting", "running", "retrying", "done", "failed", "skipped", "cached", "replayed"
 ]
-PlanStatus = Literal["waiting", "planning", "planned", "failed"]
 
-_FINISHED_STATUS: dict[str, StepStatus] = {"model": "done", "cache": "cached", "trace": "replayed"}
+_FINISHED_STATUS: dict[str, ShownStatus] = {"model": "done", "cache": "cached", "trace": "replayed"}
+_SHOWN_STATUS: dict[str, ShownStatus] = {
+    "pending": "waiting",
+    "running": "running",
+    "retrying": "retrying",
+    "failed": "failed",
+    "skipped": "skipped",
+    "interrupted": "failed",
+    "stopped": "failed",
+}
+# Why a step cut off by the run's end did not finish.
+_CUT_OFF: dict[str, str] = {"interrupted": "interrupted", "stopped": "stopped: the run failed"}
 
-# Streamed output is only ever shown by its end, so a long generation need not be kept whole
-# until StepFinished brings the full text.
-TAIL_KEEP = 2000
 QUESTION_CHARS = 100
 TASK_CHARS = 70
 TAIL_CHARS = 100
@@ -74,111 +80,15 @@ _STYLES: dict[str, str] = {
 }
 
 
-@dataclass
-class StepState:
-    index: int
-    worker: str
-    task: str
-    sees: tuple[int, ...] = ()
-    status: StepStatus = "waiting"
-    started: float | None = None
-    seconds: float | None = None
-    tokens_in: int | None = None
-    tokens_out: int | None = None
-    cost: float | None = None  # None: the price is unknown, not zero
-    output: str = ""  # the streamed tail while running; the full output once finished
-    error: str | None = None
+def shown_status(step: StepState) -> ShownStatus:
+    if step.status == "done":
+        return _FINISHED_STATUS.get(step.source or "model", "done")
+    return _SHOWN_STATUS[step.status]
 
 
-@dataclass
-class RunState:
-    question: str = ""
-    conductor: str = ""
-    planning: PlanStatus = "waiting"
-    plan_started: float | None = None
-    plan_seconds: float | None = None
-    plan_source: Source | None = None
-    workflow: Workflow | None = None
-    steps: list[StepState] = field(default_factory=list)
-    answer: str | None = None
-    error: str | None = None
-    interrupted: bool = False
-    # The time of the latest event: a recorded run is drawn as of its end, not as of today.
-    last_at: float | None = None
-    # Workflows the conductor wrote as a step (recursion), by step index.
-    nested: dict[int, RunState] = field(default_factory=dict)
-
-    def apply(self, event: Any) -> None:
-        """Fold one event into the state; events that make no sense here are ignored."""
-        at = getattr(event, "at", None)
-        if isinstance(at, int | float):
-            self.last_at = at if self.last_at is None else max(self.last_at, at)
-        match event:
-            case NestedEvent():
-                if self._step(event.step):
-                    self.nested.setdefault(event.step, RunState()).apply(event.event)
-            case RunStarted():
-                self.question = event.question
-            case PlanStarted():
-                self.conductor = event.conductor
-                self.planning = "planning"
-                self.plan_started = event.at
-            case PlanReady():
-                self.planning = "planned"
-                self.plan_seconds = event.seconds
-                self.plan_source = event.source
-                self.workflow = event.workflow
-                self.steps = [
-                    StepState(i, s.worker, s.task, tuple(s.sees))
-                    for i, s in enumerate(event.workflow.steps)
-                ]
-            case StepStarted():
-                if step := self._step(event.index):
-                    step.worker, step.task = event.worker, event.task
-                    step.status, step.started = "running", event.at
-                    step.output, step.error, step.seconds = "", None, None
-            case StepToken():
-                step = self._step(event.index)
-                # Tokens arriving after the step ended (a late thread) must not touch its output.
-                if step and step.status in ("running", "retrying"):
-                    step.output = (step.output + event.text)[-TAIL_KEEP:]
-            case StepFinished():
-                if step := self._step(event.index):
-                    step.status = _FINISHED_STATUS.get(event.source, "done")
-                    step.worker, step.output = event.worker, event.output
-                    step.seconds, step.cost = event.seconds, event.cost
-                    step.tokens_in, step.tokens_out = event.tokens_in, event.tokens_out
-            case StepFailed():
-                if step := self._step(event.index):
-                    step.status, step.error = "failed", event.error
-                    step.seconds = _since(step.started, event.at)
-            case StepRetry():
-                if step := self._step(event.index):
-                    # The next try streams its output afresh.
-                    step.status, step.worker, step.output = "retrying", event.worker, ""
-                    step.error = event.error
-            case StepSkipped():
-                if step := self._step(event.index):
-                    step.status, step.error = "skipped", event.reason
-            case RunFinished():
-                self.answer = event.answer
-            case RunFailed():
-                self.error, self.interrupted = event.error, event.interrupted
-                if self.planning == "planning":
-                    self.planning = "failed"
-                # Steps cut off by the failure would otherwise spin forever in the final tree.
-                reason = "interrupted" if event.interrupted else "stopped: the run failed"
-                for step in self.steps:
-                    if step.status in ("running", "retrying"):
-                        step.status, step.error = "failed", reason
-                        step.seconds = _since(step.started, event.at)
-
-    def _step(self, index: int) -> StepState | None:
-        return self.steps[index] if 0 <= index < len(self.steps) else None
-
-
-def _since(start: float | None, end: float) -> float | None:
-    return None if start is None else max(0.0, end - start)
+def shown_error(step: StepState) -> str | None:
+    """The reason under a step that did not finish: its own error, or why the run cut it off."""
+    return _CUT_OFF.get(step.status, step.error)
 
 
 # ---------------------------------------------------------------------------- formatting
@@ -227,16 +137,13 @@ def _source_note(source: Source | None) -> str:
 def _conductor_label(state: RunState, now: float, spin: str) -> Text:
     label = Text()
     # A GGUF identity is a full path; its file name says enough on one line.
-    model = (
-        state.conductor.rsplit("/", 1)[-1]
-        if state.conductor.startswith("gguf:")
-        else state.conductor
-    )
+    spec = ModelSpec.for_worker(state.conductor)
+    model = spec.name.rsplit("/", 1)[-1] if spec.local else state.conductor
     name = f"conductor {model}" if state.conductor else "conductor"
     if state.planning == "planning":
         label.append(f"{spin} ", style="cyan").append(name, style="bold")
         label.append(" planning…", style="cyan")
-        if elapsed := _since(state.plan_started, now):
+        if state.plan_started is not None and (elapsed := max(0.0, now - state.plan_started)):
             label.append(f" {format_seconds(elapsed)}", style="dim")
     elif state.planning == "planned":
         n = len(state.steps)
@@ -253,16 +160,15 @@ def _conductor_label(state: RunState, now: float, spin: str) -> Text:
 
 
 def _step_label(step: StepState, now: float, spin: str) -> Text:
-    style = _STYLES[step.status]
-    live = step.status in ("running", "retrying")
-    marker = spin if live else _MARKERS[step.status]
+    status = shown_status(step)
+    marker = spin if step.live else _MARKERS[status]
     label = Text()
-    label.append(f"{marker} {step.status}", style=style)
+    label.append(f"{marker} {status}", style=_STYLES[status])
     label.append(f" step {step.index} ")
-    label.append(step.worker, style="bold")
+    label.append(step.current_worker or step.worker, style="bold")
     label.append(f"  {clip(step.task, TASK_CHARS)}")
     meta = [_sees(step.sees)]
-    elapsed = _since(step.started, now) if live else step.seconds
+    elapsed = step.elapsed(now)
     if elapsed is not None:
         meta.append(format_seconds(elapsed))
     if step.tokens_in is not None and step.tokens_out is not None:
@@ -281,7 +187,7 @@ def build_tree(state: RunState, *, now: float | None = None, spinner_frame: int 
     """
     now = time.time() if now is None else now
     spin = SPINNER[spinner_frame % len(SPINNER)]
-    tree = Tree(Text(clip(state.question, QUESTION_CHARS) or "conductor", style="bold"))
+    tree = Tree(Text(clip(state.question or "", QUESTION_CHARS) or "conductor", style="bold"))
     _add_workflow(tree, state, now, spin)
     if state.interrupted:
         tree.add(Text("✗ interrupted", style="yellow"))
@@ -295,12 +201,13 @@ def _add_workflow(node: Tree, state: RunState, now: float, spin: str) -> None:
     node.add(_conductor_label(state, now, spin))
     for step in state.steps:
         child = node.add(_step_label(step, now, spin))
-        if step.index in state.nested:
-            _add_workflow(child, state.nested[step.index], now, spin)
-        if step.status in ("running", "retrying") and one_line(step.output):
-            child.add(Text(tail(step.output, TAIL_CHARS), style="dim"))
-        elif step.status in ("failed", "skipped") and step.error:
-            child.add(Text(clip(step.error, ERROR_CHARS), style="red"))
+        if step.nested is not None:
+            _add_workflow(child, step.nested, now, spin)
+        error = shown_error(step)
+        if step.live and one_line(step.tail):
+            child.add(Text(tail(step.tail, TAIL_CHARS), style="dim"))
+        elif shown_status(step) in ("failed", "skipped") and error:
+            child.add(Text(clip(error, ERROR_CHARS), style="red"))
 
 
 def render_static(state: RunState, console: Console) -> None:

@@ -21,19 +21,14 @@ from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import TraceError
 from conductor_cli.run.events import (
     NestedEvent,
-    PlanReady,
     RunFailed,
     RunFinished,
-    RunStarted,
-    StepFailed,
-    StepFinished,
-    StepRetry,
-    StepSkipped,
-    StepStarted,
     StepToken,
+    event_from_dict,
     event_to_dict,
 )
 from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.state import RunState, StepState
 from conductor_cli.storage import paths
 
 VERSION = 1
@@ -76,7 +71,11 @@ def pool_record(config: Config) -> list[dict[str, Any]]:
 
 
 class TraceWriter:
-    """Subscribes to a run's events and keeps its trace file current."""
+    """Subscribes to a run's events and keeps its trace file current.
+
+    The run's events are folded into a `RunState`; the file is written from that state and
+    from what the events do not say (id, inputs, conductor, pool, plan, totals, extras).
+    """
 
     def __init__(
         self,
@@ -98,16 +97,20 @@ class TraceWriter:
         # Set once the run's last event is on disk; see __call__.
         self.ended = False
         if base is not None:  # resuming: keep writing into the interrupted trace
-            self.record = base
             self.path = Path(base["_path"])
-            self.record.pop("_path", None)
-            self.record["status"] = "running"
-            self.record["error"] = None
+            self.header = {k: v for k, v in base.items() if k != "_path"}
+            self.events: list[dict[str, Any]] = list(base.get("events") or [])
+            self.state = resumed_state(base)
+            self.state.status, self.state.error = "running", None
             return
         self.id = trace_id or new_trace_id()
         self.path = (directory or traces_dir()) / f"{self.id}.json"
         c = config.conductor
-        self.record = {
+        self.events = []
+        self.state = RunState(question=question)
+        # The keys in the order the file has always had them; the run's own are filled in
+        # from the state at each write.
+        self.header: dict[str, Any] = {
             "version": VERSION,
             "id": self.id,
             "status": "running",
@@ -133,17 +136,21 @@ class TraceWriter:
             **(extra or {}),
         }
 
+    def record(self) -> dict[str, Any]:
+        """The trace as the file holds it after the events so far."""
+        return {**self.header, "events": self.events, **run_record(self.state)}
+
     def _write(self) -> None:
         paths.private_dir(self.path.parent)
-        text = json.dumps(self.record, ensure_ascii=False, indent=1)
+        text = json.dumps(self.record(), ensure_ascii=False, indent=1)
         atomic_write(self.path, redact_text(text, self.secrets).encode("utf-8"))
         self.written = True
 
     def set_plan(self, plan: dict[str, Any]) -> None:
-        self.record["plan"] = plan
+        self.header["plan"] = plan
 
     def set_totals(self, totals: dict[str, Any]) -> None:
-        self.record["totals"] = totals
+        self.header["totals"] = totals
 
     def __call__(self, event: Any) -> None:
         if isinstance(event, StepToken) or (
@@ -154,8 +161,8 @@ class TraceWriter:
             # After Ctrl-C a step's thread may still report, e.g. that its model was closed
             # under it: the trace already says where the run stopped, and resume reruns it.
             return
-        self.record["events"].append(event_to_dict(event))
-        if apply_event(self.record, event) or not self.written:
+        self.events.append(event_to_dict(event))
+        if self.state.apply(event) or not self.written:
             self._write()
         # Only once written: Ctrl-C during the write of "done" must still get "interrupted"
         # onto the disk, or the file would say "running" for ever.
@@ -176,84 +183,97 @@ def _innermost(event: NestedEvent) -> Any:
     return None if isinstance(inner, StepToken) else inner
 
 
-def apply_event(record: dict[str, Any], event: Any) -> bool:
-    """Fold an event into a trace record (or a nested workflow's record inside a step).
+# How the trace names a step's status: it has never told retrying from running, nor a step
+# cut off by a failed run from one that failed itself.
+_TRACE_STEP_STATUS: dict[str, str] = {"retrying": "running", "stopped": "failed"}
 
-    Returns whether the change is worth writing now: a plan or a step that ended.
+
+def run_record(state: RunState) -> dict[str, Any]:
+    """A run's own keys of its trace: status, finished_at, workflow, steps, answer, error."""
+    return {
+        "status": state.status,
+        "finished_at": None if state.finished_at is None else _iso(state.finished_at),
+        "workflow": None if state.workflow is None else state.workflow.to_dict(),
+        "steps": [step_record(s) for s in state.steps],
+        "answer": state.answer,
+        "error": state.error,
+    }
+
+
+def nested_record(state: RunState) -> dict[str, Any]:
+    """A nested run as its step's `nested` key holds it (finished_at only once it ended)."""
+    out: dict[str, Any] = {
+        "question": state.question,
+        "status": state.status,
+        "workflow": None if state.workflow is None else state.workflow.to_dict(),
+        "steps": [step_record(s) for s in state.steps],
+        "answer": state.answer,
+        "error": state.error,
+    }
+    if state.finished_at is not None:
+        out["finished_at"] = _iso(state.finished_at)
+    return out
+
+
+def step_record(step: StepState) -> dict[str, Any]:
+    """A step as the trace holds it: each group of keys only once its event happened."""
+    out: dict[str, Any] = {
+        "index": step.index,
+        "worker": step.worker,
+        "task": step.task,
+        "sees": list(step.sees),
+        "status": _TRACE_STEP_STATUS.get(step.status, step.status),
+    }
+    if step.messages is not None:
+        out["messages"] = list(step.messages)
+    if step.last_error is not None:
+        out["retries"] = step.retries
+        out["last_error"] = step.last_error
+    if step.fallback is not None:
+        out["fallback"] = step.fallback
+    if step.nested is not None:
+        out["nested"] = nested_record(step.nested)
+    if step.source is not None:
+        out["output"] = step.output
+        out["tokens_in"] = step.tokens_in
+        out["tokens_out"] = step.tokens_out
+        out["cost"] = step.cost
+        out["seconds"] = None if step.seconds is None else round(step.seconds, 3)
+        out["source"] = step.source
+    # A finished step says error null; a failed or skipped one the reason; one never ended
+    # has no error key.
+    if step.source is not None or step.error is not None:
+        out["error"] = step.error
+    return out
+
+
+def resumed_state(record: dict[str, Any]) -> RunState:
+    """The state of a recorded run, folded again from its events (to resume writing it).
+
+    Events are recorded without the prompts the steps were sent, so each step's messages are
+    taken from its record.
     """
-    steps: list[dict[str, Any]] = record["steps"]
-    if isinstance(event, NestedEvent):
-        if event.step >= len(steps):
-            return False
-        child = steps[event.step].setdefault(
-            "nested",
-            {
-                "question": None,
-                "status": "running",
-                "workflow": None,
-                "steps": [],
-                "answer": None,
-                "error": None,
-            },
-        )
-        return apply_event(child, event.event)
-    if isinstance(event, RunStarted) and "version" not in record:
-        record["question"] = event.question
-    elif isinstance(event, PlanReady):
-        record["workflow"] = event.workflow.to_dict()
-        steps[:] = [
-            {
-                "index": i,
-                "worker": s.worker,
-                "task": s.task,
-                "sees": list(s.sees),
-                "status": "pending",
-            }
-            for i, s in enumerate(event.workflow.steps)
-        ]
-        return True
-    elif isinstance(event, StepStarted) and event.index < len(steps):
-        steps[event.index].update(status="running", messages=list(event.messages))
-    elif isinstance(event, StepFinished) and event.index < len(steps):
-        steps[event.index].update(
-            status="done",
-            output=event.output,
-            tokens_in=event.tokens_in,
-            tokens_out=event.tokens_out,
-            cost=event.cost,
-            seconds=round(event.seconds, 3),
-            source=event.source,
-            error=None,
-        )
-        return True
-    elif isinstance(event, StepFailed) and event.index < len(steps):
-        steps[event.index].update(status="failed", error=event.error)
-        return True
-    elif isinstance(event, StepRetry) and event.index < len(steps):
-        step = steps[event.index]
-        step["retries"] = step.get("retries", 0) + (0 if event.fallback else 1)
-        if event.fallback:
-            step["fallback"] = event.worker
-        step["last_error"] = event.error
-    elif isinstance(event, StepSkipped) and event.index < len(steps):
-        steps[event.index].update(status="skipped", error=event.reason)
-        return True
-    elif isinstance(event, RunFinished):
-        record.update(status="done", answer=event.answer, finished_at=_iso(event.at))
-        return True
-    elif isinstance(event, RunFailed):
-        for step in steps:
-            if step["status"] == "running":
-                step["status"] = "interrupted" if event.interrupted else "failed"
-            if isinstance(step.get("nested"), dict) and step["nested"]["status"] == "running":
-                apply_event(step["nested"], event)
-        record.update(
-            status="interrupted" if event.interrupted else "failed",
-            error=event.error,
-            finished_at=_iso(event.at),
-        )
-        return True
-    return False
+    state = RunState(question=record.get("question"))
+    for raw in record.get("events") or []:
+        try:
+            state.apply(event_from_dict(raw))
+        except (ValueError, TypeError, KeyError) as e:
+            raise TraceError(f"{record.get('_path')}: a recorded event is damaged ({e}).") from None
+    _restore_messages(state, record.get("steps"))
+    return state
+
+
+def _restore_messages(state: RunState, records: Any) -> None:
+    for raw in records if isinstance(records, list) else []:
+        index = raw.get("index") if isinstance(raw, dict) else None
+        if not isinstance(index, int) or not 0 <= index < len(state.steps):
+            continue
+        step = state.steps[index]
+        if isinstance(raw.get("messages"), list):
+            step.messages = tuple(raw["messages"])
+        nested = raw.get("nested")
+        if step.nested is not None and isinstance(nested, dict):
+            _restore_messages(step.nested, nested.get("steps"))
 
 
 def resolve_trace_path(ref: str) -> Path:
