@@ -19,6 +19,9 @@ _EXPORTS = {
     "ask": "api",
     "run_workflow": "api",
     "RunResult": "api",
+    "RunOptions": "api",
+    "TraceOptions": "api",
+    "Runtime": "runtime",
     "CacheMode": "storage.cache",
     "load_trace": "storage.trace",
     "Config": "config.settings",
@@ -30,6 +33,8 @@ _EXPORTS = {
     "gbnf_grammar": "run.workflow",
     "load_catalog": "models.catalog",
     "pull": "models.fetch",
+    "pull_missing": "models.fetch",
+    "ModelSpec": "models.spec",
     "Attachment": "run.inputs",
     "ConductorError": "errors",
 }

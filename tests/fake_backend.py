@@ -154,7 +154,7 @@ def fake_worker(
     **config: Any,
 ) -> Worker:
     """A pool Worker as run/pool.py builds one, its model a FakeBackend (or one wrapped, as
-    api.Runtime wraps it); `config` goes to WorkerConfig (retries, fallback, max_concurrency,
+    runtime.Runtime wraps it); `config` goes to WorkerConfig (retries, fallback, max_concurrency,
     max_tokens, temperature...)."""
     wc = WorkerConfig(name=name, model=f"fake:{name}", description=description, **config)
     return Worker(config=wc, backend=backend, context_tokens=context_tokens)

@@ -381,7 +381,7 @@ def test_the_first_failed_step_is_named_and_the_others_counted() -> None:
 
 
 def test_the_budget_stops_before_the_call_that_would_cross_it() -> None:
-    # The budget lives at the backend boundary (storage/cache.py), as api.Runtime wraps it.
+    # The budget lives at the backend boundary (storage/cache.py), as runtime.Runtime wraps it.
     fake = FakeBackend(reply="paid")
     budget = Budget(max_calls=1)
     wrapped = CachedBackend(fake, None, CacheMode.OFF, CallCounter(), budget=budget)

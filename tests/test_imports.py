@@ -107,3 +107,11 @@ def test_lower_layers_never_import_the_cli_or_the_root() -> None:
         layer = module.split(".")[1] if "." in module else ""
         if layer in {"run", "storage", "models", "config", "backends"}:
             assert not {d for d in deps if d in upper or d.startswith("conductor_cli.cli")}, module
+
+
+def test_every_public_name_resolves() -> None:
+    """`from conductor_cli import X` for every name the package lists (they load lazily)."""
+    import conductor_cli
+
+    for name in conductor_cli.__all__:
+        assert getattr(conductor_cli, name) is not None, name

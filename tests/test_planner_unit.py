@@ -56,7 +56,7 @@ class Replies:
 
 
 def conductor(fake: FakeBackend, chooser: ShapeChooser | None = None) -> Conductor:
-    """Built as api._plan builds it."""
+    """Built as api.plan_question builds it."""
     return Conductor(fake, temperature=0.3, seed=11, chooser=chooser)
 
 
