@@ -138,12 +138,7 @@ class Runtime:
         """Download the catalog models the config uses and lacks (as `ollama run` does): one
         visible step, with its progress bar, before any pool is built. Returns their names.
         `conductor=False`: a given workflow with no recursion never loads the conductor."""
-        missing = missing_catalog_models(config or self.config, self.catalog, conductor=conductor)
-        if missing:
-            from conductor_cli.models.fetch import pull_missing
-
-            pull_missing(missing)
-        return [e.name for e in missing]
+        return pull_missing(config or self.config, self.catalog, conductor=conductor)
 
     # --- the response cache ---------------------------------------------------------------
 
@@ -227,11 +222,14 @@ class Runtime:
             )
         )
 
+    def raw_conductor(self, config: Config | None = None) -> Backend:
+        """The conductor's model with no cache around it (training samples it afresh)."""
+        return conductor_backend(config or self.config, self.catalog, self.models, self.litellm)
+
     def conductor(self, scope: RunScope, config: Config | None = None) -> Backend:
         config = config or self.config
         pricing = conductor_pricing(config, self.litellm.rates)
-        backend = conductor_backend(config, self.catalog, self.models, self.litellm)
-        return self._wrap(backend, "conductor", pricing, scope)
+        return self._wrap(self.raw_conductor(config), "conductor", pricing, scope)
 
     def chooser(self, config: Config | None = None) -> ShapeChooser | None:
         """The trained part of a trained conductor (conductor.model names one), else None."""
@@ -276,6 +274,17 @@ class Runtime:
             if self._cache is not None:
                 self._cache.close()
                 self._cache = None
+
+
+def pull_missing(config: Config, catalog: Catalog, *, conductor: bool = True) -> list[str]:
+    """`Runtime.pull_missing` for entry points that check models before making a runtime
+    (train, eval): the names of the catalog models downloaded."""
+    missing = missing_catalog_models(config, catalog, conductor=conductor)
+    if missing:
+        from conductor_cli.models import fetch
+
+        fetch.pull_missing(missing)
+    return [e.name for e in missing]
 
 
 @contextmanager

@@ -387,6 +387,41 @@ def test_resolving_never_downloads_and_pull_missing_does(
     assert pull_missing([entry], progress=SilentProgress()) == []  # present: left alone
 
 
+def test_ask_pulls_a_missing_model_first_and_a_given_workflow_never_pulls_the_conductor(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    gguf_path: Path,
+    default_entry,  # type: ignore[no-untyped-def]
+) -> None:
+    from huggingface_hub import hf_hub_download
+
+    server = FakeHubServer(gguf_path.read_bytes(), declared_sha=default_entry.sha256)
+    try:
+        source = default_entry.sources[0]
+        hf_hub_download(source.repo, source.file, cache_dir=hf_cache_dir(), endpoint=server.url)
+    finally:
+        server.close()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # only the cache can deliver it
+    fresh = tmp_path / "fresh"
+    monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(fresh))
+    remote = tmp_path / "remote.toml"
+    remote.write_text(
+        '[[workers]]\nname = "r"\nmodel = "openai/x"\n'
+        f'api_base = "http://127.0.0.1:{closed_port()}/v1"\nretries = 0\n',
+        encoding="utf-8",
+    )
+    workflow = tmp_path / "wf.json"
+    workflow.write_text('{"steps": [{"worker": "r", "task": "Say hi.", "sees": []}]}')
+    # A given workflow on a remote worker: the conductor is never loaded, so never pulled.
+    ran = run_cli("run", "--config", str(remote), str(workflow), "Hi?")
+    assert ran.returncode == 1 and not fresh.exists(), ran.stderr
+    # ask on the embedded default: the root pulls the model as its first step, then answers.
+    asked = run_cli("ask", "--no-cache", "What is 2 + 2?")
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.strip()
+    assert sha256(fresh / default_entry.file) == default_entry.sha256
+
+
 def test_models_commands(gguf_path: Path, tmp_path: Path) -> None:
     listed = json.loads(run_cli("models", "list", "--json").stdout)
     default = next(r for r in listed if r["default"])

@@ -33,8 +33,9 @@ from conductor_cli.evals.strategies import (
     trace_id,
     vote_config,
 )
+from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
-from conductor_cli.runtime import Runtime, conductor_pricing, worker_pricing
+from conductor_cli.runtime import Runtime, conductor_pricing, pull_missing, worker_pricing
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import annotate_trace
 
@@ -243,6 +244,11 @@ def run_eval(
     """Every chosen strategy on every problem; results already in `store` are reused."""
     settings = settings or Settings()
     base = base_strategies(strategies, config)
+    planned = any(s.split(":")[0] == "conductor" for s in base)
+    # The one download step, before any check or run (knn-router embeds with the conductor).
+    pull_missing(
+        config, load_catalog(), conductor=planned or KNN in strategies or KNN_VOTE in strategies
+    )
     if KNN in strategies or KNN_VOTE in strategies:
         from conductor_cli.evals.knn import embedding_gguf
 

@@ -36,9 +36,8 @@ from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError, WorkflowError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
-from conductor_cli.models.catalog import file_sha256, load_catalog
+from conductor_cli.models.catalog import file_sha256
 from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, worker_infos
-from conductor_cli.run.pool import conductor_backend
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.adapter_gguf import MODULES
@@ -128,7 +127,7 @@ class Sampler:
     ) -> None:
         settings = replace(runner.config.conductor, model=conductor_model)
         config = replace(runner.config, conductor=settings)
-        self.backend = conductor_backend(config, load_catalog(), runner.models)
+        self.backend = runner.runtime.raw_conductor(config)
         self.runner = runner
         self.infos = list(infos)
         self.shapes = list(shapes)

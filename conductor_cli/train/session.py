@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
-from conductor_cli.backends.llamacpp import LlamaModels
 from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import ConductorError, ConfigError, InputError
 from conductor_cli.evals import scoring
@@ -31,7 +30,7 @@ from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.workflow import Workflow
-from conductor_cli.runtime import Runtime
+from conductor_cli.runtime import Runtime, pull_missing
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.head import GENERATIONS, PCA_DIMS
@@ -162,10 +161,6 @@ class Runner:
             return None, False  # a failed run is a wrong answer
         correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
         return run, correct
-
-    @property
-    def models(self) -> LlamaModels:
-        return self.runtime.models
 
     def close(self) -> None:
         self.runtime.close()
@@ -436,5 +431,7 @@ def resolve_base(config: Config, method: str) -> tuple[str, ResolvedModel]:
             f"conductor.model {c.model!r} is served through litellm; --method {method} trains "
             "the conductor's own weights or hidden state, so train a local GGUF conductor"
         )
-    base = resolve_gguf(spec.name, load_catalog(), "conductor.model")
+    catalog = load_catalog()
+    pull_missing(config, catalog)  # the one download step (the base included) before training
+    base = resolve_gguf(spec.name, catalog, "conductor.model")
     return base_spec, base
