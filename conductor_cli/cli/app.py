@@ -17,6 +17,7 @@ from conductor_cli.cli import (
     doctor_cmd,
     eval_cmd,
     models,
+    serve_cmd,
     signals,
     traces,
     train_cmd,
@@ -63,6 +64,7 @@ app.command("replay")(traces.replay)
 app.command("doctor")(doctor_cmd.doctor)
 app.command("eval")(eval_cmd.eval_cmd)
 app.command("train")(train_cmd.train_cmd)
+app.command("serve")(serve_cmd.serve)
 app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
 app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
