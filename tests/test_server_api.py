@@ -137,4 +137,77 @@ def test_serve_refuses_a_non_loopback_address(fast_config: Path) -> None:
     from .conftest import assert_one_line_error, run_cli
 
     proc = run_cli("serve", "--host", "0.0.0.0", "--config", str(fast_config))
-    assert_one_line_error(proc, 2, "--host 0.0.0.0", "loopback")
+    assert_one_line_error(proc, 2, "--host 0.0.0.0", "--api-key-env")
+    proc = run_cli("serve", "--host", "0.0.0.0", "--api-key-env", "NO_SUCH_KEY_VAR")
+    assert_one_line_error(proc, 2, "NO_SUCH_KEY_VAR", "unset")
+
+
+def test_with_a_key_every_request_must_carry_it(fast_config: Path) -> None:
+    import openai
+
+    key = "k3y-" + "x" * 28
+    srv = ConductorServer(load_config(fast_config), port=0, key=key)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        url = f"{srv.url}/v1"
+        wrong = openai.OpenAI(base_url=url, api_key="k3y-" + "y" * 28, max_retries=0)
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+        with pytest.raises(openai.AuthenticationError):
+            wrong.chat.completions.create(
+                model="conductor", messages=[{"role": "user", "content": "hi"}]
+            )
+        right = openai.OpenAI(base_url=url, api_key=key, max_retries=0)
+        assert [m.id for m in right.models.list().data] == ["conductor"]
+        assert srv.runs_served == 0
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_one_run_over_the_limit_gets_429_with_retry_after(tmp_path: Path, gguf_path: Path) -> None:
+    import time
+
+    import openai
+
+    from .fake_openai import FakeOpenAIServer
+
+    slow = FakeOpenAIServer(["slow"], delay=4.0)
+    config = tmp_path / "one.toml"
+    config.write_text(
+        "[conductor]\nmax_steps = 1\n\n[server]\nmax_concurrent_runs = 1\n\n"
+        f'[[workers]]\nname = "w"\nmodel = "openai/w"\napi_base = "{slow.api_base}"\n'
+        "retries = 0\n",
+        encoding="utf-8",
+    )
+    srv = ConductorServer(load_config(config), port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    c = client(srv)
+    first: list[object] = []
+    ask = {"model": "conductor", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}
+    runner = threading.Thread(target=lambda: first.append(c.chat.completions.create(**ask)))
+    try:
+        runner.start()
+        deadline = time.monotonic() + 120
+        while not slow.requests:  # the first run is at its worker, holding the only slot
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.05)
+        with pytest.raises(openai.RateLimitError) as limited:
+            c.chat.completions.create(**ask)
+        assert limited.value.response.headers["retry-after"] == "1"
+        runner.join(timeout=120)
+        assert first and srv.runs_served == 1  # the first run was not disturbed
+        assert c.chat.completions.create(**ask).choices[0].message.content  # the slot is free
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        slow.close()
+
+
+def test_server_settings_are_checked_naming_the_key(tmp_path: Path) -> None:
+    from .conftest import assert_one_line_error, run_cli
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nmax_concurrent_runs = 0\n", encoding="utf-8")
+    proc = run_cli("serve", "--config", str(bad))
+    assert_one_line_error(proc, 2, "server.max_concurrent_runs", "at least 1")

@@ -11,10 +11,12 @@ import dataclasses
 from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
+    _SERVER_TYPES,
     _TYPE_WORDS,
     _WORKER_TYPES,
     CacheSettings,
     ConductorSettings,
+    ServerSettings,
     WorkerConfig,
 )
 
@@ -53,12 +55,16 @@ KEY_HELP: dict[str, str] = {
     "fit it, with a note (default: `conductor.n_ctx` for GGUF, 128000 for remote models).",
     "cache.enabled": "Cache every model response on disk (and the conductor's prompt state).",
     "cache.size_limit_mb": "Size limit of the response cache; least recently used goes first.",
+    "server.port": "`conductor serve`'s TCP port on 127.0.0.1 (`--port` overrides it).",
+    "server.max_concurrent_runs": "Runs `conductor serve` carries out at once; one more is "
+    "answered 429 with Retry-After.",
 }
 
 _SECTIONS = (
     ("conductor", "[conductor]", _CONDUCTOR_TYPES, ConductorSettings),
     ("workers", "[[workers]] (one table per worker)", _WORKER_TYPES, WorkerConfig),
     ("cache", "[cache]", _CACHE_TYPES, CacheSettings),
+    ("server", "[server]", _SERVER_TYPES, ServerSettings),
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
+    _SERVER_TYPES,
     _WORKER_TYPES,
     Config,
     _did_you_mean,
@@ -24,7 +25,7 @@ from conductor_cli.config.settings import (
 )
 from conductor_cli.errors import ConfigError
 
-_TYPES = {"conductor": _CONDUCTOR_TYPES, "cache": _CACHE_TYPES}
+_TYPES = {"conductor": _CONDUCTOR_TYPES, "cache": _CACHE_TYPES, "server": _SERVER_TYPES}
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 

@@ -74,6 +74,13 @@ class CacheSettings:
     size_limit_mb: int = 2048
 
 
+@dataclass(frozen=True)
+class ServerSettings:
+    port: int = 8787
+    # Runs at once; one more gets 429 with Retry-After (each run holds threads and memory).
+    max_concurrent_runs: int = 4
+
+
 DEFAULT_WORKER = WorkerConfig(
     name="local",
     model=f"gguf:{DEFAULT_MODEL}",
@@ -86,6 +93,7 @@ class Config:
     conductor: ConductorSettings = field(default_factory=ConductorSettings)
     workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
     cache: CacheSettings = field(default_factory=CacheSettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
     source: Path | None = None  # the file it came from; None for the embedded default
 
     def worker(self, name: str) -> WorkerConfig:
@@ -126,7 +134,8 @@ _WORKER_TYPES: dict[str, type] = {
     "context_tokens": int,
 }
 _CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
-_SECTIONS = ("conductor", "workers", "cache")
+_SERVER_TYPES: dict[str, type] = {"port": int, "max_concurrent_runs": int}
+_SECTIONS = ("conductor", "workers", "cache", "server")
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 _EXAMPLES = {
     "model": '"smollm2-135m-instruct"',
@@ -241,6 +250,11 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
         _validate_conductor(conductor, "conductor")
         cache = CacheSettings(**_section(raw.get("cache", {}), _CACHE_TYPES, "cache"))
         _require(cache.size_limit_mb >= 1, "cache.size_limit_mb", "must be at least 1.")
+        server = ServerSettings(**_section(raw.get("server", {}), _SERVER_TYPES, "server"))
+        _require(0 <= server.port <= 65535, "server.port", "must be 0 to 65535.")
+        _require(
+            server.max_concurrent_runs >= 1, "server.max_concurrent_runs", "must be at least 1."
+        )
         workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
         if "workers" in raw:
             items = raw["workers"]
@@ -281,7 +295,7 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
             workers = tuple(built)
     except ConfigError as e:
         raise ConfigError(f"{prefix}{e}") from None
-    return Config(conductor=conductor, workers=workers, cache=cache, source=source)
+    return Config(conductor=conductor, workers=workers, cache=cache, server=server, source=source)
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -322,6 +336,7 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         "conductor": clean(asdict(config.conductor)),
         "workers": [clean(asdict(w)) for w in config.workers],
         "cache": clean(asdict(config.cache)),
+        "server": clean(asdict(config.server)),
     }
 
 

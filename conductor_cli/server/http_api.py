@@ -3,6 +3,7 @@ client side and start-up never import a web framework)."""
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from http import HTTPStatus
@@ -36,12 +37,22 @@ class ConductorServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, config: Config, host: str = "127.0.0.1", port: int = 8787) -> None:
+    def __init__(
+        self, config: Config, host: str = "127.0.0.1", port: int = 8787, *, key: str | None = None
+    ) -> None:
         self.config = config
+        self.key = key
         self.runtime = Runtime(config)
         self.runs_served = 0
         self._count = threading.Lock()
+        self.slots = threading.BoundedSemaphore(config.server.max_concurrent_runs)
         super().__init__((host, port), _Handler)
+
+    def authorized(self, header: str | None) -> bool:
+        if self.key is None:
+            return True
+        given = (header or "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), self.key.encode())  # constant time
 
     @property
     def url(self) -> str:
@@ -111,13 +122,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes ---------------------------------------------------------------------------
 
+    def _allowed(self) -> bool:
+        if self.server.authorized(self.headers.get("Authorization")):
+            return True
+        self._error(
+            HTTPStatus.UNAUTHORIZED, "a valid bearer key is required", "authentication_error"
+        )
+        return False
+
     def do_GET(self) -> None:
+        if not self._allowed():
+            return
         if self.path.rstrip("/") == "/v1/models":
             self._send_json(HTTPStatus.OK, models_list(self.server.trained_names()))
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
 
     def do_POST(self) -> None:
+        if not self._allowed():
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
             return
@@ -127,10 +150,23 @@ class _Handler(BaseHTTPRequestHandler):
         except BadRequest as e:
             self._error(e.status, str(e), e.kind)
             return
-        if request.stream:
-            self._stream(request, config)
-        else:
-            self._complete(request, config)
+        if not self.server.slots.acquire(blocking=False):
+            limit = self.server.config.server.max_concurrent_runs
+            self._send_json(
+                HTTPStatus.TOO_MANY_REQUESTS,
+                error_body(
+                    f"{limit} runs are under way (server.max_concurrent_runs)", "rate_limit"
+                ),
+                {"Retry-After": "1"},
+            )
+            return
+        try:
+            if request.stream:
+                self._stream(request, config)
+            else:
+                self._complete(request, config)
+        finally:
+            self.server.slots.release()
 
     def _run(self, request: ChatRequest, config: Config, on_event: Any, stream: bool) -> Any:
         result = ask(
