@@ -138,7 +138,7 @@ class Runtime:
         """Download the catalog models the config uses and lacks (as `ollama run` does): one
         visible step, with its progress bar, before any pool is built. Returns their names.
         `conductor=False`: a given workflow with no recursion never loads the conductor."""
-        return pull_missing(config or self.config, self.catalog, conductor=conductor)
+        return pull_models_for(config or self.config, self.catalog, conductor=conductor)
 
     # --- the response cache ---------------------------------------------------------------
 
@@ -151,24 +151,34 @@ class Runtime:
                 self._cache = ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
             return self._cache
 
+    @contextmanager
+    def _any_cache(self) -> Iterator[ResponseCache]:
+        """The response cache even when the config turns caching off (to report or clear
+        what earlier runs left); one opened only for this is closed after."""
+        cache = self.cache()
+        if cache is not None:
+            yield cache
+            return
+        cache = ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
+        try:
+            yield cache
+        finally:
+            cache.close()
+
     def cache_report(self) -> dict[str, Any]:
         """`cache stats`: the response cache's entries and size, and the saved prompt states."""
-        cache = self.cache() or ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
-        info = cache.stats()
+        with self._any_cache() as cache:
+            info = cache.stats()
         store = PrefixStateStore.default()
         info["prompt_states"] = len(store.files())
         info["prompt_state_bytes"] = store.size_bytes()
         info["prompt_state_dir"] = str(store.directory)
-        if cache is not self._cache:
-            cache.close()
         return info
 
     def clear_caches(self) -> tuple[int, int]:
         """`cache clear`: (cached responses removed, saved prompt states removed)."""
-        cache = self.cache() or ResponseCache(size_limit_mb=self.config.cache.size_limit_mb)
-        removed = cache.clear()
-        if cache is not self._cache:
-            cache.close()
+        with self._any_cache() as cache:
+            removed = cache.clear()
         return removed, PrefixStateStore.default().clear()
 
     # --- pools ----------------------------------------------------------------------------
@@ -276,7 +286,7 @@ class Runtime:
                 self._cache = None
 
 
-def pull_missing(config: Config, catalog: Catalog, *, conductor: bool = True) -> list[str]:
+def pull_models_for(config: Config, catalog: Catalog, *, conductor: bool = True) -> list[str]:
     """`Runtime.pull_missing` for entry points that check models before making a runtime
     (train, eval): the names of the catalog models downloaded."""
     missing = missing_catalog_models(config, catalog, conductor=conductor)

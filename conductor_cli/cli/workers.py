@@ -127,7 +127,7 @@ def test(
 
     cfg = restrict_workers(load_config(config_path(ctx, config)), names or [])
     with Runtime(cfg) as runtime:
-        runtime.pull_missing()
+        runtime.pull_missing(conductor=False)  # only the workers are probed
         rows = [asdict(r) for r in runtime.probe_workers()]
     if as_json:
         print_json(rows)

@@ -58,13 +58,9 @@ def embedding_gguf(config: Config) -> Path:
     """The GGUF whose hidden states embed the questions: the conductor's own (a trained
     conductor's base model); the catalog's default model when the conductor is remote."""
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
-    from conductor_cli.models.spec import ModelSpec
-    from conductor_cli.train.registry import find
+    from conductor_cli.run.pool import conductor_base
 
-    spec = config.conductor.spec
-    trained = find(spec.name) if spec.local else None
-    if trained is not None:
-        spec = ModelSpec.for_conductor(trained.base_model)
+    spec = conductor_base(config)
     catalog = load_catalog()
     # A served conductor has no hidden states to read here: the embedded default model
     # (SmolLM2-135M, the same the local conductor would be) embeds the questions.

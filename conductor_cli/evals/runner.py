@@ -35,7 +35,7 @@ from conductor_cli.evals.strategies import (
 )
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
-from conductor_cli.runtime import Runtime, conductor_pricing, pull_missing, worker_pricing
+from conductor_cli.runtime import Runtime, conductor_pricing, pull_models_for, worker_pricing
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import annotate_trace
 
@@ -246,7 +246,7 @@ def run_eval(
     base = base_strategies(strategies, config)
     planned = any(s.split(":")[0] == "conductor" for s in base)
     # The one download step, before any check or run (knn-router embeds with the conductor).
-    pull_missing(
+    pull_models_for(
         config, load_catalog(), conductor=planned or KNN in strategies or KNN_VOTE in strategies
     )
     if KNN in strategies or KNN_VOTE in strategies:

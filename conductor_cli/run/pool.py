@@ -10,7 +10,7 @@ from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.errors import ModelError
-from conductor_cli.models.catalog import Catalog, CatalogEntry, is_gguf_path, resolve_gguf
+from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
 
@@ -145,15 +145,20 @@ def conductor_backend(
     return LlamaCppBackend(models, resolved.path, sha, adapter, trained.adapter_sha256())
 
 
-def local_models(config: Config, *, conductor: bool = True) -> list[str]:
-    """Every GGUF the config runs in llama.cpp (catalog names or paths), the conductor's first."""
+def conductor_base(config: Config) -> ModelSpec:
+    """The model the conductor runs on: a trained conductor's base model, else its own."""
     from conductor_cli.train.registry import find
 
+    spec = config.conductor.spec
+    trained = find(spec.name) if spec.local else None
+    return ModelSpec.for_conductor(trained.base_model) if trained else spec
+
+
+def local_models(config: Config, *, conductor: bool = True) -> list[str]:
+    """Every GGUF the config runs in llama.cpp (catalog names or paths), the conductor's first."""
     names = []
-    if conductor and config.conductor.spec.local:
-        name = config.conductor.spec.name
-        trained = find(name)
-        names.append(ModelSpec.for_conductor(trained.base_model).name if trained else name)
+    if conductor and (base := conductor_base(config)).local:
+        names.append(base.name)
     names += [w.spec.name for w in config.workers if w.spec.local]
     return list(dict.fromkeys(names))
 
@@ -164,9 +169,7 @@ def missing_catalog_models(
     """The catalog models the config uses that are not downloaded yet (pulled on first use)."""
     entries = []
     for name in local_models(config, conductor=conductor):
-        if is_gguf_path(name) and name not in catalog.entries:
-            continue
-        entry = catalog.entries.get(name)
+        entry = catalog.entries.get(name)  # None for a .gguf path: nothing to pull
         if entry is not None and not entry.local_path().exists():
             entries.append(entry)
     return entries

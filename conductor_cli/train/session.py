@@ -30,7 +30,7 @@ from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.workflow import Workflow
-from conductor_cli.runtime import Runtime, pull_missing
+from conductor_cli.runtime import Runtime, pull_models_for
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.head import GENERATIONS, PCA_DIMS
@@ -432,6 +432,6 @@ def resolve_base(config: Config, method: str) -> tuple[str, ResolvedModel]:
             "the conductor's own weights or hidden state, so train a local GGUF conductor"
         )
     catalog = load_catalog()
-    pull_missing(config, catalog)  # the one download step (the base included) before training
+    pull_models_for(config, catalog)  # the one download step (the base included) before training
     base = resolve_gguf(spec.name, catalog, "conductor.model")
     return base_spec, base
