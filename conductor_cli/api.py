@@ -7,6 +7,7 @@ events go to the caller's subscriber (a view) and to the trace writer.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,13 @@ from typing import Any, TypeVar
 
 from conductor_cli.backends.base import Backend
 from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
-from conductor_cli.errors import ConductorError, InputError, WorkflowError, is_interrupt
+from conductor_cli.errors import (
+    ConductorError,
+    InputError,
+    RunCancelled,
+    WorkflowError,
+    is_interrupt,
+)
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.engine import Engine, NestedRun, Recurse, StepResult
 from conductor_cli.run.events import (
@@ -108,6 +115,8 @@ class RunOptions:
     seed: int | None = None  # None: the config's conductor.seed
     max_cost: float | None = None  # USD; the run stops before a call that would pass it
     max_calls: int | None = None  # model calls, the conductor's included
+    # Set from another thread to end the run as interrupted (a server's client went away).
+    cancel: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -189,11 +198,12 @@ class _Run:
                 base=self.trace.base,
             )
         # The trace first: what is on disk matters more than what is on screen.
-        emit = fan_out(writer, self.on_event)
+        emit = _sealed(fan_out(writer, self.on_event))
         try:
             emit(RunStarted(question))
             plan = None
             c = config.conductor
+            self._check_cancel()
             if workflow is None:
                 plan = plan_question(
                     conductor_for(),
@@ -210,6 +220,7 @@ class _Run:
             else:
                 emit(PlanReady(workflow, 0.0, workflow_source))
             _check_workers(workflow, pool, keep, recursion=c.max_depth > 0)
+            self._check_cancel()
             run_seed = c.seed if options.seed is None else options.seed
             engine = Engine(
                 pool,
@@ -223,9 +234,10 @@ class _Run:
                     question,
                     attachments,
                     run_seed,
-                    options.stream,
+                    options,
                     depth=0,
                 ),
+                cancel=options.cancel,
             )
             steps = engine.run(question, workflow, attachments, keep)
             result = RunResult(
@@ -259,8 +271,27 @@ class _Run:
                 emit(ending)
             raise
 
+    def _check_cancel(self) -> None:
+        if self.options.cancel is not None and self.options.cancel.is_set():
+            raise RunCancelled
+
 
 T = TypeVar("T")
+
+
+def _sealed(emit: Subscriber) -> Subscriber:
+    """Drop what a step's thread still reports after the run ended (a cancelled run's steps
+    may finish later): the trace keeps the run as it ended."""
+    ended = threading.Event()
+
+    def send(event: Any) -> None:
+        if ended.is_set():
+            return
+        if isinstance(event, RunFinished | RunFailed):
+            ended.set()
+        emit(event)
+
+    return send
 
 
 def _lazy(make: Callable[[], T]) -> Callable[[], T]:
@@ -308,7 +339,7 @@ def _recursion(
     question: str,
     attachments: Sequence[Attachment],
     seed: int,
-    stream: bool,
+    options: RunOptions,
     *,
     depth: int,
 ) -> Recurse | None:
@@ -336,7 +367,7 @@ def _recursion(
             pool,
             emit,
             seed=sub_seed,
-            stream=stream,
+            stream=options.stream,
             recurse=_recursion(
                 config,
                 pool,
@@ -344,9 +375,10 @@ def _recursion(
                 sub_question,
                 sub_attachments,
                 sub_seed,
-                stream,
+                options,
                 depth=depth + 1,
             ),
+            cancel=options.cancel,
         )
         steps = engine.run(sub_question, plan.workflow, sub_attachments)
         emit(RunFinished(steps[-1].output))

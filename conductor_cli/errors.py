@@ -63,6 +63,11 @@ class TraceError(ConductorError):
     exit_code = EXIT_USAGE
 
 
+class RunCancelled(KeyboardInterrupt):
+    """The run's client went away or pressed Ctrl-C (a server's run): it ends as interrupted,
+    in the thread that carries it out."""
+
+
 def is_interrupt(error: BaseException) -> bool:
     """Ctrl-C, possibly wrapped in another error: Python turns a KeyboardInterrupt raised while
     a class is being created (a lazy import) into RuntimeError("Error calling __set_name__")."""

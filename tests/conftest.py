@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -116,7 +118,27 @@ def isolated_home(
         request.getfixturevalue("repack_settled")
     else:
         monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(home / "models"))
-    yield home
+    # A short path of its own (a socket path must fit in 104 bytes): no test finds a server
+    # another test, or the user, started.
+    runtime = Path(tempfile.mkdtemp(prefix="cr-", dir="/tmp"))
+    monkeypatch.setenv("CONDUCTOR_RUNTIME_DIR", str(runtime))
+    monkeypatch.delenv("CONDUCTOR_SERVER", raising=False)
+    try:
+        yield home
+    finally:
+        _stop_servers(runtime)
+
+
+def _stop_servers(runtime: Path) -> None:
+    """A background server a test left running goes with the test."""
+    import json
+    import shutil
+    import signal
+
+    for pid_file in runtime.glob("server-*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            os.kill(int(json.loads(pid_file.read_text())["pid"]), signal.SIGKILL)
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture

@@ -50,6 +50,10 @@ class LiteLLMProcess:
     _rates: dict[str, list[float] | None] = field(default_factory=dict)
     _ended: dict[str, Any] | None = None  # the reply for every call once the helper is gone
 
+    @property
+    def started(self) -> bool:
+        return self._proc is not None
+
     def start(self) -> None:
         with self._lock:
             if self._proc is not None:

@@ -119,6 +119,11 @@ class LlamaModels:
                 self._models[key] = _Loaded(llama, thread)
             return self._models[key]
 
+    def loaded(self) -> list[str]:
+        """The files loaded so far (a LoRA adapter after its base: `base.gguf+adapter.gguf`)."""
+        with self._lock:
+            return [p.name + (f"+{a.name}" if a else "") for p, a in self._models]
+
     def _load(self, path: Path, adapter: Path | None) -> Any:
         kv_type = _GGML_TYPES[self.kv_cache_type]
         return load_llama(

@@ -34,6 +34,10 @@ MaxCost = Annotated[
     float | None,
     typer.Option("--max-cost", help="Stop before a model call that could cross this many USD."),
 ]
+NoServer = Annotated[
+    bool,
+    typer.Option("--no-server", help="Run in this process even when a server runs."),
+]
 MaxCalls = Annotated[
     int | None,
     typer.Option("--max-calls", help="Stop before model call N+1 (cache hits are free)."),
@@ -75,11 +79,24 @@ def run_and_show(
     quiet: bool,
     verbose: bool,
     as_json: bool,
+    endpoint: Any = None,
+    request: Any = None,
 ) -> None:
-    """The part `ask` and `run` share: note any cut input, run while watched, show the result."""
+    """The part `ask` and `run` share: note any cut input, run while watched (on the server
+    at `endpoint` when there is one), show the result."""
+    note_cuts(cfg, question, attachments, quiet)
+    if endpoint is not None:
+        from conductor_cli.cli import via_server
+
+        if endpoint.socket is not None:  # a local server: this machine's models dir
+            conductor = request.workflow is None or cfg.conductor.max_depth > 0
+            via_server.pull_first(cfg, conductor=conductor)
+        remote = via_server.run(endpoint, request, quiet=quiet, verbose=verbose, as_json=as_json)
+        if remote is not None:
+            show_result(remote, as_json=as_json)
+            return
     from conductor_cli.api import RunOptions
 
-    note_cuts(cfg, question, attachments, quiet)
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         options = RunOptions(mode, stream=stream, max_cost=max_cost, max_calls=max_calls)
         result = execute(config=cfg, attachments=attachments, on_event=view, options=options)
@@ -139,23 +156,32 @@ def ask(
     quiet: Quiet = False,
     verbose: Verbose = False,
     no_stdin: NoStdin = False,
+    no_server: NoServer = False,
     config: ConfigOption = None,
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
-    from conductor_cli.api import ask as run_ask
+    from conductor_cli.cli.via_server import pick_endpoint
     from conductor_cli.config.settings import load_config, restrict_workers, with_conductor
     from conductor_cli.errors import InputError
+    from conductor_cli.server.wire import Overrides
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
     mode = cache_mode(no_cache, refresh)
     # Read everything the user gave and validate the config before any model is loaded.
     attachments = read_attachments(file, no_stdin)
-    cfg = load_config(config_path(ctx, config))
-    cfg = restrict_workers(cfg, worker or [])
-    cfg = with_conductor(cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed)
+    path = config_path(ctx, config)
+    cfg = load_config(path)
+    endpoint = pick_endpoint(path, cfg.server.auto, no_server)
+    if endpoint is None or endpoint.socket is not None:
+        # A server elsewhere (CONDUCTOR_SERVER) has its own config and checks the options.
+        cfg = restrict_workers(cfg, worker or [])
+        cfg = with_conductor(
+            cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed
+        )
+    overrides = Overrides(conductor, tuple(worker or []), max_steps, max_depth, seed)
     run_and_show(
-        functools.partial(run_ask, question),
+        functools.partial(_ask_here, question),
         cfg,
         question,
         attachments,
@@ -165,6 +191,38 @@ def ask(
         quiet=quiet,
         verbose=verbose,
         as_json=as_json,
+        endpoint=endpoint,
+        request=_request(question, attachments, mode, max_cost, max_calls, overrides=overrides),
+    )
+
+
+def _ask_here(question: str, **kwargs: Any) -> Any:
+    from conductor_cli.api import ask
+
+    return ask(question, **kwargs)
+
+
+def _request(
+    question: str,
+    attachments: list[Any],
+    mode: Any,
+    max_cost: float | None,
+    max_calls: int | None,
+    *,
+    overrides: Any = None,
+    workflow: Any = None,
+) -> Any:
+    from conductor_cli.server.wire import Overrides, RunRequest
+
+    return RunRequest(
+        question,
+        tuple((a.name, a.text) for a in attachments),
+        workflow.to_dict() if workflow is not None else None,
+        overrides or Overrides(),
+        str(mode.value),
+        False,
+        max_cost,
+        max_calls,
     )
 
 
@@ -184,10 +242,11 @@ def run(
     quiet: Quiet = False,
     verbose: Verbose = False,
     no_stdin: NoStdin = False,
+    no_server: NoServer = False,
     config: ConfigOption = None,
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
-    from conductor_cli.api import run_workflow
+    from conductor_cli.cli.via_server import pick_endpoint
     from conductor_cli.config.settings import CONDUCTOR_WORKER, MAX_STEPS_LIMIT, load_config
     from conductor_cli.errors import InputError, WorkflowError
     from conductor_cli.run.workflow import parse_workflow
@@ -198,7 +257,8 @@ def run(
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{workflow_file}: cannot read the workflow file: {e}.") from None
     attachments = read_attachments(file, no_stdin)
-    cfg = load_config(config_path(ctx, config))
+    path = config_path(ctx, config)
+    cfg = load_config(path)
     try:
         names = [w.name for w in cfg.workers]
         if cfg.conductor.max_depth > 0:
@@ -207,7 +267,7 @@ def run(
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None
     run_and_show(
-        functools.partial(run_workflow, workflow, question),
+        functools.partial(_run_here, workflow, question),
         cfg,
         question,
         attachments,
@@ -217,4 +277,12 @@ def run(
         quiet=quiet,
         verbose=verbose,
         as_json=as_json,
+        endpoint=pick_endpoint(path, cfg.server.auto, no_server),
+        request=_request(question, attachments, mode, max_cost, max_calls, workflow=workflow),
     )
+
+
+def _run_here(workflow: Any, question: str, **kwargs: Any) -> Any:
+    from conductor_cli.api import run_workflow
+
+    return run_workflow(workflow, question, **kwargs)

@@ -1,13 +1,19 @@
-"""`conductor serve`: the OpenAI-compatible server in the foreground."""
+"""`conductor serve`: the server in the foreground, or a background one started, asked, stopped."""
 
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from conductor_cli.cli.common import ConfigOption, config_path, handle_errors
+from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
+from conductor_cli.cli.present import print_json
+
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import Config
 
 
 @handle_errors
@@ -23,16 +29,111 @@ def serve(
         str | None,
         typer.Option(help="Environment variable holding the bearer key every request must send."),
     ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="Start a background server and return.")
+    ] = False,
+    stop: Annotated[
+        bool, typer.Option("--stop", help="Stop the background server for this config.")
+    ] = False,
+    status: Annotated[
+        bool,
+        typer.Option("--status", help="Pid, uptime, loaded models and runs served, or exit 1."),
+    ] = False,
+    background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
+    no_idle_exit: Annotated[bool, typer.Option("--no-idle-exit", hidden=True)] = False,
+    as_json: AsJson = False,
     config: ConfigOption = None,
 ) -> None:
     """Keep the conductor and its pool loaded and answer OpenAI chat-completion requests."""
+    from conductor_cli.errors import InputError
+
+    path = config_path(ctx, config)
+    if sum([detach, stop, status]) > 1:
+        raise InputError("--detach, --stop and --status exclude each other; pick one.")
+    if status:
+        _status(path, as_json)
+        return
+    if stop:
+        _stop(path)
+        return
     from conductor_cli.config.settings import load_config
+
+    cfg = load_config(path)  # a broken config fails here, not in a background process
+    if detach:
+        _detach(path, cfg, host, port, api_key_env)
+        return
     from conductor_cli.server import serve as run_server
 
-    cfg = load_config(config_path(ctx, config))
-
     def ready(url: str) -> None:
-        sys.stderr.write(f'conductor: serving {url}/v1 (model "conductor"); Ctrl-C stops\n')
-        sys.stderr.flush()
+        if not background:
+            sys.stderr.write(f'conductor: serving {url}/v1 (model "conductor"); Ctrl-C stops\n')
+            sys.stderr.flush()
 
-    run_server(cfg, host, port, ready, key_env=api_key_env)
+    run_server(
+        cfg,
+        host,
+        port,
+        ready,
+        key_env=api_key_env,
+        config_file=path,
+        idle_exit=background and not no_idle_exit,
+        detached=background,
+        any_port=background and port is None,
+    )
+
+
+def _detach(
+    path: Path | None, cfg: Config, host: str, port: int | None, key_env: str | None
+) -> None:
+    from conductor_cli.errors import InputError
+    from conductor_cli.server import daemon
+
+    if host != "127.0.0.1" or port is not None or key_env is not None:
+        raise InputError(
+            "--detach serves on 127.0.0.1 at server.port; for another address or port run "
+            "`conductor serve` in the foreground (under your service manager)"
+        )
+    info = daemon.start(path, idle_exit=True)
+    sys.stderr.write(
+        f"conductor: serving {info.url}/v1 in the background (pid {info.pid}); it exits after "
+        f"{cfg.server.idle_timeout_s:g} s idle. `conductor serve --stop` stops it\n"
+    )
+
+
+def _stop(path: Path | None) -> None:
+    from conductor_cli.server import daemon
+
+    pid = daemon.stop(path)
+    if pid is None:
+        sys.stderr.write("conductor: no server runs for this config\n")
+        raise typer.Exit(1)
+    sys.stderr.write(f"conductor: stopped the server (pid {pid})\n")
+
+
+def _status(path: Path | None, as_json: bool) -> None:
+    from conductor_cli.server import daemon
+
+    doc = daemon.server_status(path)
+    if doc is None:
+        if as_json:
+            print_json({"running": False})
+        else:
+            sys.stderr.write("conductor: no server runs for this config\n")
+        raise typer.Exit(1)
+    if as_json:
+        print_json({"running": True, **doc})
+        return
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["started"]))
+    models = ", ".join(doc.get("models_loaded") or []) or "none yet"
+    lines = [
+        f"pid           {doc['pid']}",
+        f"listening     {', '.join(doc.get('listening', {}).values())}",
+        f"config        {doc.get('config')}",
+        f"started       {started} (up {doc['uptime_s']:g} s)",
+        f"runs served   {doc['runs_served']} ({doc['active_runs']} under way)",
+        f"models loaded {models}",
+        f"litellm       {'started' if doc.get('litellm_helper') else 'not started'}",
+    ]
+    if doc.get("idle_timeout_s"):
+        lines.append(f"idle exit     after {doc['idle_timeout_s']:g} s without a request")
+    sys.stdout.write("\n".join(lines) + "\n")

@@ -56,6 +56,10 @@ KEY_HELP: dict[str, str] = {
     "cache.enabled": "Cache every model response on disk (and the conductor's prompt state).",
     "cache.size_limit_mb": "Size limit of the response cache; least recently used goes first.",
     "server.port": "`conductor serve`'s TCP port on 127.0.0.1 (`--port` overrides it).",
+    "server.auto": "`ask`, `run` and `replay --live` start a background server when none "
+    "runs, and use it (`--no-server` runs in-process).",
+    "server.idle_timeout_s": "A background server (`serve --detach`, or started by `auto`) "
+    "exits after this many seconds with no request.",
     "server.max_concurrent_runs": "Runs `conductor serve` carries out at once; one more is "
     "answered 429 with Retry-After.",
 }

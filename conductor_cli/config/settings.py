@@ -79,6 +79,10 @@ class ServerSettings:
     port: int = 8787
     # Runs at once; one more gets 429 with Retry-After (each run holds threads and memory).
     max_concurrent_runs: int = 4
+    # ask/run/replay --live start a background server when none runs.
+    auto: bool = False
+    # A background server exits after this many seconds with no request.
+    idle_timeout_s: float = 600.0
 
 
 DEFAULT_WORKER = WorkerConfig(
@@ -134,7 +138,12 @@ _WORKER_TYPES: dict[str, type] = {
     "context_tokens": int,
 }
 _CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
-_SERVER_TYPES: dict[str, type] = {"port": int, "max_concurrent_runs": int}
+_SERVER_TYPES: dict[str, type] = {
+    "port": int,
+    "max_concurrent_runs": int,
+    "auto": bool,
+    "idle_timeout_s": float,
+}
 _SECTIONS = ("conductor", "workers", "cache", "server")
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
 _EXAMPLES = {
@@ -255,6 +264,7 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
         _require(
             server.max_concurrent_runs >= 1, "server.max_concurrent_runs", "must be at least 1."
         )
+        _require(server.idle_timeout_s > 0, "server.idle_timeout_s", "must be above 0.")
         workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
         if "workers" in raw:
             items = raw["workers"]

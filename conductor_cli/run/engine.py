@@ -17,6 +17,7 @@ from conductor_cli.errors import (
     BudgetError,
     ConductorError,
     ConfigError,
+    RunCancelled,
     WorkerError,
     WorkflowError,
 )
@@ -162,6 +163,7 @@ class Engine:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     recurse: Recurse | None = None  # set when the conductor may be called as a worker
+    cancel: threading.Event | None = None  # set by a server when the run's client left
 
     def run(
         self,
@@ -220,7 +222,7 @@ class Engine:
                     threading.Thread(target=work, args=(i,), daemon=True).start()
             if not running:
                 break
-            i, outcome = waiting.get(finished)
+            i, outcome = self._next(finished)
             running.discard(i)
             if isinstance(outcome, StepResult):
                 results[i] = outcome
@@ -240,6 +242,22 @@ class Engine:
             error = errors[first]
             raise type(error)(f"step {first} ({worker}): {error}{more}") from None
         return [results[i] for i in range(len(workflow.steps))]
+
+    def _next(
+        self, finished: queue.Queue[tuple[int, StepResult | BaseException]]
+    ) -> tuple[int, StepResult | BaseException]:
+        if self.cancel is None:
+            return waiting.get(finished)
+        while True:
+            self._check_cancel()
+            try:
+                return finished.get(timeout=waiting.SLICE_S)
+            except queue.Empty:
+                continue
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel.is_set():
+            raise RunCancelled
 
     def _run_step(
         self,
@@ -345,6 +363,7 @@ class Engine:
         )
 
         def on_text(piece: str) -> None:
+            self._check_cancel()  # a cancelled run stops generating at the next token
             emit(StepToken(i, piece))
 
         tries = worker.config.retries + 1

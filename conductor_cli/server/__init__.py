@@ -1,16 +1,20 @@
 """`conductor serve`: one long-lived Runtime behind an OpenAI-compatible HTTP API.
 
-Built so far (issue 18): `serve()` in the foreground, with `GET /v1/models` and
-`POST /v1/chat/completions` (plain and streamed); loopback only unless requests must carry a
-bearer key; at most `server.max_concurrent_runs` runs at once. Not yet: the CLI as a client of
-a running server, --detach/--stop/--status, auto-start, the local socket.
+`serve()` listens on TCP (OpenAI's API and the CLI's) and on a local socket (the CLI's,
+0600 in a 0700 runtime dir); `client` is the CLI's side, `daemon` starts, stops and asks a
+background server. Loopback only unless requests must carry a bearer key; at most
+`server.max_concurrent_runs` runs at once.
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import threading
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError
@@ -49,18 +53,87 @@ def serve(
     on_ready: Callable[[str], None] = lambda url: None,
     *,
     key_env: str | None = None,
+    config_file: Path | None = None,
+    local_socket: bool = True,
+    idle_exit: bool = False,
+    detached: bool = False,
+    any_port: bool = False,
 ) -> None:
-    """Serve until interrupted; the models stay loaded between requests."""
-    from conductor_cli.server.http_api import ConductorServer
+    """Serve until interrupted, stopped (`serve --stop`) or, with `idle_exit`, idle for
+    server.idle_timeout_s; the models stay loaded between requests.
+
+    `config_file` (as given; None: the default place) is watched and re-read when it changes.
+    `any_port`: when the configured port is taken, take any free one (a background server
+    must start; its pid file says where it listens).
+    """
+    from conductor_cli.server import local
+    from conductor_cli.server.app import ConfigWatch, ServerApp
+    from conductor_cli.server.http_api import LocalSocketServer
 
     key = api_key(host, key_env)
     port = config.server.port if port is None else port
+    files = local.prepare(local.files_for(config_file)) if local_socket else None
+    app = ServerApp(
+        config,
+        watch=ConfigWatch(config_file),
+        idle_timeout_s=config.server.idle_timeout_s if idle_exit else None,
+    )
+    listeners: list[Any] = []
+    running: list[Any] = []  # shutdown() waits forever for a listener never started
     try:
-        server = ConductorServer(config, host, port, key=key)
-    except OSError as e:
-        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
-    try:
-        on_ready(server.url)
-        server.serve_forever()
+        if files is not None:
+            _claim(files)
+            listeners.append(LocalSocketServer(files.socket, app))
+            app.urls["socket"] = str(files.socket)
+        listeners.append(_bind_tcp(host, port, key, app, any_port))
+        app.urls["tcp"] = listeners[-1].url
+        if files is not None:
+            info = local.ServerInfo(
+                os.getpid(), str(files.socket), app.urls["tcp"], files.config, app.started, detached
+            )
+            local.write_info(files, info)
+        for listener in listeners:
+            threading.Thread(target=listener.serve_forever, daemon=True).start()
+            running.append(listener)
+        on_ready(app.urls["tcp"])
+        _wait(app)
     finally:
-        server.server_close()
+        for listener in running:
+            listener.shutdown()
+        for listener in listeners:
+            listener.server_close()
+        if files is not None:
+            local.remove_if_ours(files, os.getpid())
+        app.close()
+
+
+def _claim(files: Any) -> None:
+    from conductor_cli.server import local
+
+    if local.socket_answers(files.socket):
+        info = local.read_info(files)
+        pid = f" (pid {info.pid})" if info else ""
+        raise InputError(
+            f"a server for this config already runs{pid}: see `conductor serve --status`, "
+            "stop it with `conductor serve --stop`"
+        )
+    local.clean_stale(files)
+
+
+def _bind_tcp(host: str, port: int, key: str | None, app: Any, any_port: bool) -> Any:
+    from conductor_cli.server.http_api import ConductorServer
+
+    try:
+        return ConductorServer(host=host, port=port, key=key, app=app)
+    except OSError as e:
+        if any_port and e.errno == errno.EADDRINUSE:
+            return ConductorServer(host=host, port=0, key=key, app=app)
+        raise InputError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+
+
+def _wait(app: Any) -> None:
+    """Until a stop request, or the idle limit (short waits: Ctrl-C must get through)."""
+    while not app.stop_requested.wait(0.2):
+        limit = app.idle_timeout_s
+        if limit is not None and app.idle_for() > limit:
+            return

@@ -3,18 +3,41 @@ client side and start-up never import a web framework)."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import os
+import select
+import socket
+import sys
 import threading
+from collections.abc import Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
-from conductor_cli.api import RunOptions, ask
-from conductor_cli.config.settings import Config, with_conductor
-from conductor_cli.errors import EXIT_USAGE, ConductorError
-from conductor_cli.run.events import NestedEvent, PlanReady, StepFinished, StepToken
-from conductor_cli.runtime import Runtime
+from conductor_cli.api import RunOptions, RunResult, execute
+from conductor_cli.config.settings import (
+    CONDUCTOR_WORKER,
+    MAX_STEPS_LIMIT,
+    Config,
+    restrict_workers,
+    with_conductor,
+)
+from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConductorError, is_interrupt
+from conductor_cli.run.events import (
+    NestedEvent,
+    PlanReady,
+    StepFinished,
+    StepToken,
+    Subscriber,
+    event_to_dict,
+)
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.server.app import ServerApp
 from conductor_cli.server.openai_shapes import (
     MODEL,
     BadRequest,
@@ -27,70 +50,175 @@ from conductor_cli.server.openai_shapes import (
     parse_chat,
     usage,
 )
+from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
+from conductor_cli.storage.cache import CacheMode
 
 MAX_BODY_BYTES = 8 << 20
 
 
 class ConductorServer(ThreadingHTTPServer):
-    """Serves runs on one Runtime: models, prompt states, litellm's helper and the cache stay
+    """The TCP listener: OpenAI's API (and the CLI's) for whoever holds the key, if one is set.
+    Serves runs on one ServerApp: models, prompt states, litellm's helper and the cache stay
     loaded between requests."""
 
     daemon_threads = True
 
     def __init__(
-        self, config: Config, host: str = "127.0.0.1", port: int = 8787, *, key: str | None = None
+        self,
+        config: Config | None = None,
+        host: str = "127.0.0.1",
+        port: int = 8787,
+        *,
+        key: str | None = None,
+        app: ServerApp | None = None,
     ) -> None:
-        self.config = config
+        self._own_app = app is None
+        self.app = app or ServerApp(config or Config())
         self.key = key
-        self.runtime = Runtime(config)
-        self.runs_served = 0
-        self._count = threading.Lock()
-        self.slots = threading.BoundedSemaphore(config.server.max_concurrent_runs)
         super().__init__((host, port), _Handler)
 
     def authorized(self, header: str | None) -> bool:
-        if self.key is None:
-            return True
-        given = (header or "").removeprefix("Bearer ").strip()
-        return hmac.compare_digest(given.encode(), self.key.encode())  # constant time
+        return _authorized(self.key, header)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        _request_failed(request, client_address)
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
 
-    def trained_names(self) -> list[str]:
-        from conductor_cli.train.registry import list_trained
-
-        return [t.name for t in list_trained()]
-
-    def config_for(self, model: str) -> Config:
-        if model == MODEL:
-            return self.config
-        if model in self.trained_names():
-            return with_conductor(self.config, model=model)
-        raise BadRequest(
-            f"model {model!r} does not exist: use {MODEL!r} or a trained conductor "
-            "(GET /v1/models)",
-            HTTPStatus.NOT_FOUND,
-            "not_found_error",
-        )
-
-    def served(self) -> None:
-        with self._count:
-            self.runs_served += 1
+    @property
+    def runs_served(self) -> int:
+        return self.app.runs_served
 
     def server_close(self) -> None:
         super().server_close()
-        self.runtime.close()
+        if self._own_app:
+            self.app.close()
+
+
+class LocalSocketServer(ThreadingMixIn, UnixStreamServer):
+    """The local socket (0600 in a 0700 directory): the file's permissions are the key."""
+
+    daemon_threads = True
+    allow_reuse_address = False
+
+    def __init__(self, path: Path, app: ServerApp) -> None:
+        self.app = app
+        self.key = None
+        old = os.umask(0o177)  # born 0600: no moment where others could connect
+        try:
+            super().__init__(str(path), _Handler)
+        finally:
+            os.umask(old)
+        os.chmod(path, 0o600)
+
+    def authorized(self, header: str | None) -> bool:
+        return True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        _request_failed(request, client_address)
+
+
+def _request_failed(request: Any, client_address: Any) -> None:
+    """A client that hung up (a liveness probe, a Ctrl-C'd CLI) is normal; anything else is
+    one line in the server's log, not a traceback."""
+    error = sys.exc_info()[1]
+    if isinstance(error, ConnectionError | TimeoutError):
+        return
+    sys.stderr.write(f"conductor: a request failed: {type(error).__name__}: {error}\n")
+    sys.stderr.flush()
+
+
+def _authorized(key: str | None, header: str | None) -> bool:
+    if key is None:
+        return True
+    given = (header or "").removeprefix("Bearer ").strip()
+    return hmac.compare_digest(given.encode(), key.encode())  # constant time
+
+
+def trained_names() -> list[str]:
+    from conductor_cli.train.registry import list_trained
+
+    return [t.name for t in list_trained()]
+
+
+def config_for(config: Config, model: str) -> Config:
+    if model == MODEL:
+        return config
+    if model in trained_names():
+        return with_conductor(config, model=model)
+    raise BadRequest(
+        f"model {model!r} does not exist: use {MODEL!r} or a trained conductor (GET /v1/models)",
+        HTTPStatus.NOT_FOUND,
+        "not_found_error",
+    )
+
+
+def run_request(
+    app: ServerApp, request: RunRequest, on_event: Subscriber, cancel: threading.Event
+) -> RunResult:
+    """Carry out a CLI's run request as `conductor ask`/`run` would in-process."""
+    with app.lease(cancel) as (config, runtime):
+        o = request.overrides
+        config = restrict_workers(config, list(o.workers))
+        config = with_conductor(
+            config,
+            model=o.conductor,
+            max_steps=o.max_steps,
+            max_depth=o.max_depth,
+            seed=o.seed,
+        )
+        workflow = None
+        if request.workflow is not None:
+            names = [w.name for w in config.workers]
+            if config.conductor.max_depth > 0:
+                names.append(CONDUCTOR_WORKER)
+            workflow = parse_workflow(json.dumps(request.workflow), names, MAX_STEPS_LIMIT)
+        options = RunOptions(
+            CacheMode(request.cache_mode),
+            stream=request.stream,
+            max_cost=request.max_cost,
+            max_calls=request.max_calls,
+            cancel=cancel,
+        )
+        return execute(
+            request.question,
+            config=config,
+            attachments=[Attachment(n, t) for n, t in request.attachments],
+            workflow=workflow,
+            on_event=on_event,
+            options=options,
+            runtime=runtime,
+        )
+
+
+def watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
+    """Set `cancel` when the client closes its side (Ctrl-C in the CLI, a client that left)."""
+    while not done.is_set():
+        try:
+            readable, _, _ = select.select([conn], [], [], 0.2)
+            if not readable:
+                continue
+            data = conn.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            cancel.set()
+        return  # a hang-up, or the client sent more: nothing further to watch
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: ConductorServer
+    server: ConductorServer | LocalSocketServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the server's own notes
+
+    @property
+    def app(self) -> ServerApp:
+        return self.server.app
 
     # --- plumbing -------------------------------------------------------------------------
 
@@ -120,9 +248,36 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             raise BadRequest(f"the request body is not JSON: {e}") from None
 
+    def _take_slot(self) -> bool:
+        if self.app.slots.acquire(blocking=False):
+            return True
+        self._send_json(
+            HTTPStatus.TOO_MANY_REQUESTS,
+            error_body(
+                f"{self.app.max_runs} runs are under way (server.max_concurrent_runs)",
+                "rate_limit",
+            ),
+            {"Retry-After": "1"},
+        )
+        return False
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[threading.Event]:
+        """A cancel flag the client sets by hanging up, for one run."""
+        cancel, done = threading.Event(), threading.Event()
+        watcher = threading.Thread(
+            target=watch_hangup, args=(self.connection, cancel, done), daemon=True
+        )
+        watcher.start()
+        try:
+            yield cancel
+        finally:
+            done.set()
+
     # --- routes ---------------------------------------------------------------------------
 
     def _allowed(self) -> bool:
+        self.app.touch()
         if self.server.authorized(self.headers.get("Authorization")):
             return True
         self._error(
@@ -133,65 +288,122 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if not self._allowed():
             return
-        if self.path.rstrip("/") == "/v1/models":
-            self._send_json(HTTPStatus.OK, models_list(self.server.trained_names()))
+        path = self.path.rstrip("/")
+        if path == "/v1/models":
+            self._send_json(HTTPStatus.OK, models_list(trained_names()))
+        elif path == STATUS_PATH:
+            self._send_json(HTTPStatus.OK, self.app.status())
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
 
     def do_POST(self) -> None:
         if not self._allowed():
             return
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        path = self.path.rstrip("/")
+        if path == "/v1/chat/completions":
+            self._chat()
+        elif path == RUNS_PATH:
+            self._cli_run()
+        elif path == STOP_PATH:
+            self._send_json(HTTPStatus.OK, {"stopping": True, "pid": os.getpid()})
+            self.app.stop_requested.set()
+        else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
-            return
+
+    # --- the CLI's runs -------------------------------------------------------------------
+
+    def _cli_run(self) -> None:
         try:
-            request = parse_chat(self._read_json())
-            config = self.server.config_for(request.model)
+            request = RunRequest.from_dict(self._read_json())
         except BadRequest as e:
             self._error(e.status, str(e), e.kind)
             return
-        if not self.server.slots.acquire(blocking=False):
-            limit = self.server.config.server.max_concurrent_runs
-            self._send_json(
-                HTTPStatus.TOO_MANY_REQUESTS,
-                error_body(
-                    f"{limit} runs are under way (server.max_concurrent_runs)", "rate_limit"
-                ),
-                {"Retry-After": "1"},
-            )
+        except ValueError as e:
+            self._error(HTTPStatus.BAD_REQUEST, str(e))
+            return
+        if not self._take_slot():
+            return
+        try:
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "application/x-ndjson")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            lock = threading.Lock()
+
+            def send(line: dict[str, Any]) -> None:
+                data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+                with lock:
+                    try:
+                        self.wfile.write(data)
+                        self.wfile.flush()
+                    except OSError:
+                        cancel.set()  # the client is gone: stop spending on its run
+
+            with self._watched() as cancel:
+                try:
+                    result = run_request(
+                        self.app, request, lambda e: send({"event": event_to_dict(e)}), cancel
+                    )
+                except ConductorError as e:
+                    send({"error": str(e), "exit_code": e.exit_code})
+                except BaseException as e:
+                    if not is_interrupt(e):
+                        send({"error": f"internal error: {type(e).__name__}: {e}", "exit_code": 1})
+                        raise
+                    send({"error": "interrupted", "exit_code": EXIT_INTERRUPTED})
+                else:
+                    send({"result": result.to_dict()})
+        finally:
+            self.app.slots.release()
+
+    # --- OpenAI's chat completions ----------------------------------------------------------
+
+    def _chat(self) -> None:
+        try:
+            request = parse_chat(self._read_json())
+            config_for(self.app.config, request.model)  # 404 before any run
+        except BadRequest as e:
+            self._error(e.status, str(e), e.kind)
+            return
+        if not self._take_slot():
             return
         try:
             if request.stream:
-                self._stream(request, config)
+                self._stream(request)
             else:
-                self._complete(request, config)
+                self._complete(request)
         finally:
-            self.server.slots.release()
+            self.app.slots.release()
 
-    def _run(self, request: ChatRequest, config: Config, on_event: Any, stream: bool) -> Any:
-        result = ask(
-            request.question,
-            config=config,
-            attachments=request.attachments,
-            on_event=on_event,
-            options=RunOptions(stream=stream, seed=request.seed),
-            runtime=self.server.runtime,
-        )
-        self.server.served()
-        return result
+    def _run(self, request: ChatRequest, on_event: Any, stream: bool) -> RunResult:
+        with self._watched() as cancel, self.app.lease(cancel) as (config, runtime):
+            return execute(
+                request.question,
+                config=config_for(config, request.model),
+                attachments=request.attachments,
+                on_event=on_event,
+                options=RunOptions(stream=stream, seed=request.seed, cancel=cancel),
+                runtime=runtime,
+            )
 
-    def _complete(self, request: ChatRequest, config: Config) -> None:
+    def _complete(self, request: ChatRequest) -> None:
         try:
-            result = self._run(request, config, None, stream=False)
+            result = self._run(request, None, stream=False)
+        except BadRequest as e:
+            self._error(e.status, str(e), e.kind)
+            return
         except ConductorError as e:
             status = HTTPStatus.BAD_REQUEST if e.exit_code == EXIT_USAGE else HTTPStatus.BAD_GATEWAY
             self._error(status, str(e), "conductor_error")
             return
+        except KeyboardInterrupt:
+            return  # the client left (or the server stops): nobody to answer
         trace = result.trace_path.stem if result.trace_path else None
         body = completion(request.model, result.answer, result.totals(), trace)
         self._send_json(HTTPStatus.OK, body, {"x-conductor-trace": trace or ""})
 
-    def _stream(self, request: ChatRequest, config: Config) -> None:
+    def _stream(self, request: ChatRequest) -> None:
         """Server-sent events: the final step's text as it is generated, then usage."""
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Type", "text/event-stream")
@@ -226,11 +438,13 @@ class _Handler(BaseHTTPRequestHandler):
                         send(chunk(cid, request.model, {"content": rest}))
 
         try:
-            result = self._run(request, config, on_event, stream=True)
-        except ConductorError as e:
+            result = self._run(request, on_event, stream=True)
+        except (ConductorError, BadRequest) as e:
             send(error_body(str(e), "conductor_error"))
             self.wfile.write(b"data: [DONE]\n\n")
             return
+        except KeyboardInterrupt:
+            return  # the client left (or the server stops)
         with lock:
             end = chunk(cid, request.model, {}, "stop")
             end["usage"] = usage(result.totals())

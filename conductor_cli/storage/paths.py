@@ -42,3 +42,14 @@ def private_dir(path: Path) -> Path:
     """Create a directory readable only by its owner (it may hold prompts and answers)."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def runtime_dir() -> Path:
+    """A running server's socket, pid file and log (the platform's per-user runtime dir)."""
+    env = os.environ.get("CONDUCTOR_RUNTIME_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and Path(base).is_dir():
+        return Path(base) / APP
+    return Path(platformdirs.user_state_dir(APP)) / "run"
