@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conductor_cli.api import RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import Config
@@ -22,6 +22,9 @@ from conductor_cli.run.events import PlanReady, StepFinished, Subscriber, event_
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.storage.cache import CacheMode
+
+if TYPE_CHECKING:
+    from conductor_cli.server.wire import RunRequest
 
 
 def trace_workflow(record: dict[str, Any]) -> Workflow | None:
@@ -88,6 +91,31 @@ def parse_worker_map(values: list[str]) -> dict[str, str]:
             raise WorkflowError(f"--worker {value!r}: expected OLD=NEW or a worker name.")
         mapping[old.strip()] = new.strip()
     return mapping
+
+
+def live_request(
+    record: dict[str, Any], config: Config, worker_map: Mapping[str, str]
+) -> RunRequest:
+    """`replay --live` as a request to a server: the recorded workflow, every worker called
+    again (the cache refreshed), the recorded seed."""
+    from conductor_cli.server.wire import Overrides, RunRequest
+
+    workflow = trace_workflow(record)
+    if workflow is None:
+        raise TraceError(
+            f"trace {record.get('id')} has no workflow (it stopped while planning); "
+            "use --resume to plan and run it."
+        )
+    seed = int((record.get("conductor") or {}).get("seed", config.conductor.seed))
+    return RunRequest(
+        str(record["question"]),
+        tuple((a.name, a.text) for a in trace_attachments(record)),
+        remap(workflow, worker_map).to_dict(),
+        Overrides(seed=seed),
+        CacheMode.REFRESH.value,
+        source="trace",
+        replay_of=record.get("id"),
+    )
 
 
 def rerun(

@@ -245,3 +245,20 @@ def test_the_llm_cli_calls_the_server_as_an_openai_model(
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_replay_live_runs_the_recorded_workflow_on_the_server(
+    config: Path, detached: local.ServerInfo
+) -> None:
+    first = run_cli("--config", str(config), "ask", "--json", "--no-server", QUESTION)
+    assert first.returncode == 0, first.stderr
+    recorded = json.loads(first.stdout)
+    trace_id = Path(recorded["trace"]).stem
+    again = run_cli("--config", str(config), "replay", "--live", "--json", trace_id)
+    assert again.returncode == 0, again.stderr
+    replayed = json.loads(again.stdout)
+    assert replayed["workflow"] == recorded["workflow"]
+    assert replayed["totals"]["cache_hits"] == 0  # --live calls every worker again
+    assert status(config)["runs_served"] == 1
+    [new] = [t for t in traces() if t.get("replay_of") == trace_id]
+    assert new["status"] == "done"

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from conductor_cli.cli.ask import show_result
+from conductor_cli.cli.ask import NoServer, show_result
 from conductor_cli.cli.common import (
     AsJson,
     ConfigOption,
@@ -148,12 +148,13 @@ def replay(
     as_json: AsJson = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
+    no_server: NoServer = False,
     config: ConfigOption = None,
 ) -> None:
     """Replay a trace: offline from the record by default, or run its workflow again."""
     from conductor_cli.config.settings import load_config
     from conductor_cli.errors import InputError, TraceError
-    from conductor_cli.replay import parse_worker_map, play, rerun
+    from conductor_cli.replay import live_request, parse_worker_map, play, rerun
     from conductor_cli.storage.trace import load_trace
 
     record = load_trace(ref)
@@ -176,7 +177,24 @@ def replay(
         else:
             print_answer(answer)
         return
-    cfg = load_config(config_path(ctx, config))
+    path = config_path(ctx, config)
+    cfg = load_config(path)
+    if live and not resume and from_step is None:
+        # A fresh run of the recorded workflow: the one kind a server carries out.
+        from conductor_cli.cli import via_server
+
+        endpoint = via_server.pick_endpoint(path, cfg.server.auto, no_server)
+        if endpoint is not None:
+            remote = via_server.run(
+                endpoint,
+                live_request(record, cfg, parse_worker_map(worker or [])),
+                quiet=quiet,
+                verbose=verbose,
+                as_json=as_json,
+            )
+            if remote is not None:
+                show_result(remote, as_json=as_json)
+                return
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         result = rerun(
             record,

@@ -18,7 +18,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
-from conductor_cli.api import RunOptions, RunResult, execute
+from conductor_cli.api import RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import (
     CONDUCTOR_WORKER,
     MAX_STEPS_LIMIT,
@@ -183,6 +183,7 @@ def run_request(
             max_calls=request.max_calls,
             cancel=cancel,
         )
+        extra = {"replay_of": request.replay_of} if request.replay_of else None
         return execute(
             request.question,
             config=config,
@@ -190,6 +191,8 @@ def run_request(
             workflow=workflow,
             on_event=on_event,
             options=options,
+            trace=TraceOptions(extra=extra),
+            workflow_source=request.source,  # type: ignore[arg-type]
             runtime=runtime,
         )
 

@@ -38,6 +38,8 @@ class RunRequest:
     stream: bool = False
     max_cost: float | None = None
     max_calls: int | None = None
+    source: str = "model"  # where the given workflow came from: "model" or "trace" (replay)
+    replay_of: str | None = None  # the trace a `replay --live` runs again
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,6 +83,9 @@ class RunRequest:
         max_cost = raw.get("max_cost")
         if max_cost is not None and not isinstance(max_cost, int | float):
             raise ValueError("'max_cost' must be a number")
+        source = raw.get("source", "model")
+        if source not in ("model", "trace"):
+            raise ValueError("'source' must be model or trace")
         return cls(
             question,
             tuple(attachments),
@@ -90,6 +95,8 @@ class RunRequest:
             bool(raw.get("stream", False)),
             None if max_cost is None else float(max_cost),
             _opt(raw, "max_calls", int),
+            source,
+            _opt(raw, "replay_of", str),
         )
 
 
