@@ -21,6 +21,7 @@ BENCHES = [
     ["repack.py", "--runs", "5"],
     ["ask_rerun.py", "--runs", "3"],
     ["litellm_overlap.py", "--runs", "3"],
+    ["serve_speed.py", "--runs", "3"],
 ]
 
 

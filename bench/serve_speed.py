@@ -11,8 +11,10 @@ answers after a fixed delay, except in the embedded-model rows.
 3. a second `ask` on the embedded model with a warm server, against the same ask in-process,
    answered from the cache (the main row) and with --no-cache (real model calls);
 4. 8 concurrent OpenAI chat completions on the server's TCP URL (0.5 s worker, max_steps 1,
-   cache off) against the same 8 one at a time; the conductor plans each request on the
-   embedded model, one plan at a time (the model's lock), so planning's share is reported.
+   cache off) against the same 8 one at a time, twice: (a) the embedded conductor plans each
+   request on this CPU, one plan at a time (the model's lock), so planning's share is
+   reported; (b) a conductor served elsewhere (`litellm:`, simulated: 0.3 s per plan), where
+   plans overlap as steps do.
 
 Run: .venv/bin/python bench/serve_speed.py [--runs 5] [--json]
 """
@@ -42,6 +44,7 @@ QUESTION = "What is the capital of France?"
 STEP_S = 0.2  # the one-step run's worker
 SLOW_S = 1.0  # the graph/chain workers
 POOL_S = 0.5  # the OpenAI-request rows' worker
+PLAN_S = 0.3  # a plan by the simulated conductor served elsewhere
 REQUESTS = 8
 
 NOTES: list[str] = []  # conductor's stderr lines, each once, printed at the end
@@ -264,7 +267,7 @@ def batch(url: str, questions: list[str], together: bool) -> tuple[float, list[A
     return time.perf_counter() - start, results
 
 
-def concurrent_row(env: dict[str, str], runs: int) -> dict[str, Any]:
+def concurrent_row(env: dict[str, str], runs: int, conductor: str) -> dict[str, Any]:
     questions = iter(f"What is {n} times {n + 3}?" for n in range(2 * REQUESTS * runs))
     walls: dict[bool, list[float]] = {False: [], True: []}
     results: dict[bool, list[Any]] = {False: [], True: []}
@@ -287,7 +290,7 @@ def concurrent_row(env: dict[str, str], runs: int) -> dict[str, Any]:
     con_plans = [p for p in plans[True] if p is not None]
     planning = (
         f"planning {median(seq_plans):.2f} s of {median([s for _, s, _ in results[False]]):.2f} s "
-        f"per request alone (median); at once each plan waits for the model: "
+        f"per request alone (median); plans with 8 at once: "
         f"{median(con_plans):.2f} s median, {max(con_plans):.2f} s max"
         if seq_plans and con_plans
         else "planning time: no traces"
@@ -295,7 +298,7 @@ def concurrent_row(env: dict[str, str], runs: int) -> dict[str, Any]:
     total = REQUESTS * runs
     return {
         "what": f"{REQUESTS} concurrent OpenAI chat completions, simulated pool "
-        f"({POOL_S:g} s worker, max_steps 1, cache off; median of {runs} batches)",
+        f"({POOL_S:g} s worker, max_steps 1, cache off; {conductor}; median of {runs} batches)",
         "figure": f"{REQUESTS / con_wall:.2f} req/s = {ratio:.2f} x one at a time "
         f"({con_wall:.2f} s a batch), {answered}/{total} HTTP 200; {planning}",
         "reference": f"{REQUESTS} one at a time: {seq_wall:.2f} s = "
@@ -327,6 +330,13 @@ def main() -> None:
     fast = FakeOpenAIServer(script=["slow"], delay=STEP_S, answer="Paris.")
     slow = FakeOpenAIServer(script=["slow"], delay=SLOW_S, answer="Paris.")
     pool = FakeOpenAIServer(script=["slow"], delay=POOL_S, answer="{n}")
+    # A conductor served elsewhere (a GPU box, a litellm proxy), simulated: it answers every
+    # plan request with the same one-step workflow after PLAN_S.
+    planner = FakeOpenAIServer(
+        script=["slow"],
+        delay=PLAN_S,
+        answer=json.dumps({"steps": [{"worker": "w", "task": "Answer it.", "sees": []}]}),
+    )
     rows: list[dict[str, Any]] = []
     try:
         env = bench_env(f"[server]\nport = 0\n\n{worker('w', fast)}\n{worker('slow', slow)}")
@@ -344,11 +354,24 @@ def main() -> None:
                     f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n{worker('w', pool)}"
                 ),
                 args.runs,
+                "the embedded conductor plans on this CPU",
+            )
+        )
+        rows.append(
+            concurrent_row(
+                bench_env(
+                    '[conductor]\nmodel = "litellm:openai/planner"\n'
+                    f'api_base = "{planner.api_base}"\nmax_steps = 1\n\n'
+                    "[cache]\nenabled = false\n\n"
+                    f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n{worker('w', pool)}"
+                ),
+                args.runs,
+                f"a conductor served elsewhere ({PLAN_S:g} s per plan, simulated)",
             )
         )
         load_note("at the end")
     finally:
-        for fake in (fast, slow, pool):
+        for fake in (fast, slow, pool, planner):
             fake.close()
         if NOTES:
             print("notes: conductor's stderr and servers' logs, each line once", file=sys.stderr)

@@ -262,3 +262,37 @@ def test_replay_live_runs_the_recorded_workflow_on_the_server(
     assert status(config)["runs_served"] == 1
     [new] = [t for t in traces() if t.get("replay_of") == trace_id]
     assert new["status"] == "done"
+
+
+def test_a_server_killed_mid_run_leaves_the_run_to_the_cli(tmp_path: Path) -> None:
+    from .fake_openai import FakeOpenAIServer
+
+    # The server's call hangs; after the server dies, the CLI's own call is answered.
+    fake = FakeOpenAIServer(["hang", "ok"], answer="answered in-process")
+    config = tmp_path / "k.toml"
+    config.write_text(
+        "[server]\nport = 0\n\n"
+        f'[[workers]]\nname = "w"\nmodel = "openai/w"\napi_base = "{fake.api_base}"\n'
+        "retries = 0\n",
+        encoding="utf-8",
+    )
+    workflow = tmp_path / "wf.json"
+    workflow.write_text(json.dumps({"steps": [{"worker": "w", "task": "Answer.", "sees": []}]}))
+    assert run_cli("--config", str(config), "serve", "--detach").returncode == 0
+    info = local.read_info(local.files_for(config))
+    assert info is not None
+    try:
+        proc = start_cli("--config", str(config), "run", str(workflow), "What is 2 + 2?")
+        deadline = time.monotonic() + 120
+        while not fake.requests:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        os.kill(info.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        assert out.strip() == "answered in-process"
+        notes = [line for line in err.splitlines() if line.startswith("conductor: note:")]
+        assert len(notes) == 1 and "stopped during the run" in notes[0], err
+        assert len(fake.requests) == 2
+    finally:
+        fake.close()
