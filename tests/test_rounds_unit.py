@@ -215,3 +215,28 @@ def test_each_round_shows_as_a_subtree_and_a_plain_line() -> None:
     lines = out.getvalue().splitlines()
     assert "round 3: conductor: kept the answer" in lines
     assert any(line.startswith("round 2: step 0 w: done") for line in lines)
+
+
+def test_eval_spells_rounds_on_conductor_strategies() -> None:
+    from conductor_cli.errors import InputError
+    from conductor_cli.evals.strategies import (
+        base_strategies,
+        conductor_config,
+        parse_strategies,
+        strategy_kind,
+    )
+
+    config = Config(workers=(WorkerConfig("w", "fake:w"),))
+    chosen = parse_strategies("conductor,conductor@rounds=3,single:w", config)
+    assert chosen == ["conductor", "conductor@rounds=3", "single:w"]
+    assert [strategy_kind(s) for s in chosen] == ["conductor", "conductor", "single"]
+    assert conductor_config(config, "conductor@rounds=3").conductor.max_rounds == 3
+    assert conductor_config(config, "conductor").conductor.max_rounds == 1
+    assert base_strategies(chosen, config) == chosen
+    for bad, words in [
+        ("conductor@rounds=9", "1 to 4 rounds"),
+        ("conductor@depth=2", "@rounds=N"),
+        ("single:w@rounds=2", "only conductor strategies"),
+    ]:
+        with pytest.raises(InputError, match=words):
+            parse_strategies(bad, config)
