@@ -28,6 +28,7 @@ from conductor_cli.run.engine import Engine, NestedRun, Recurse, StepResult
 from conductor_cli.run.events import (
     PlanReady,
     PlanStarted,
+    RoundEvent,
     RunFailed,
     RunFinished,
     RunStarted,
@@ -55,18 +56,21 @@ class RunResult:
     model_calls: int
     cache_hits: int
     trace_path: Path | None = None
+    rounds: tuple[RoundResult, ...] = ()  # rounds 2, 3, ... (re-planning), if any ran
+    notes: tuple[str, ...] = ()  # what the user should know: a round that could not run
 
     def totals(self) -> dict[str, Any]:
-        plan_in = self.plan.tokens_in if self.plan else 0
-        plan_out = self.plan.tokens_out if self.plan else 0
-        costs = [s.cost for s in self.steps]
+        plans = [p for p in (self.plan, *(r.plan for r in self.rounds)) if p is not None]
+        steps = [*self.steps, *(s for r in self.rounds for s in r.steps)]
+        costs = [s.cost for s in steps]
         return {
             "seconds": round(self.seconds, 3),
             "model_calls": self.model_calls,
             "cache_hits": self.cache_hits,
-            "tokens_in": plan_in + sum(s.tokens_in for s in self.steps),
-            "tokens_out": plan_out + sum(s.tokens_out for s in self.steps),
+            "tokens_in": sum(p.tokens_in for p in plans) + sum(s.tokens_in for s in steps),
+            "tokens_out": sum(p.tokens_out for p in plans) + sum(s.tokens_out for s in steps),
             "cost": None if None in costs else round(sum(c or 0.0 for c in costs), 6),
+            "rounds": 1 + len(self.rounds),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -90,6 +94,29 @@ class RunResult:
             "answer": self.answer,
             "totals": self.totals(),
             "trace": str(self.trace_path) if self.trace_path else None,
+            **({"rounds": [r.to_dict() for r in self.rounds]} if self.rounds else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """A later round: the conductor's re-plan, and the corrective workflow's steps (none when
+    it kept the answer or the round failed)."""
+
+    number: int
+    plan: Plan | None
+    steps: tuple[StepResult, ...]
+    answer: str  # the run's answer after this round
+    decision: str  # "kept", "corrected" or "failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "round": self.number,
+            "decision": self.decision,
+            "workflow": self.plan.workflow.to_dict() if self.plan else None,
+            "steps": [s.to_dict() for s in self.steps],
+            "answer": self.answer,
         }
 
 
@@ -240,16 +267,24 @@ class _Run:
                 cancel=options.cancel,
             )
             steps = engine.run(question, workflow, attachments, keep)
+            answer, rounds, notes = steps[-1].output, [], []
+            if plan is not None and c.max_rounds > 1:
+                answer = self._later_rounds(
+                    question, attachments, pool, conductor_for(), workflow, answer, run_seed,
+                    emit, rounds, notes,
+                )  # fmt: skip
             result = RunResult(
                 question,
                 workflow,
                 plan,
                 tuple(steps),
-                steps[-1].output,
+                answer,
                 time.monotonic() - start,
                 scope.counter.model_calls,
                 scope.counter.cache_hits,
                 writer.path if writer else None,
+                tuple(rounds),
+                tuple(notes),
             )
             if writer is not None:
                 writer.set_totals(result.totals())  # written with the RunFinished below
@@ -274,6 +309,68 @@ class _Run:
     def _check_cancel(self) -> None:
         if self.options.cancel is not None and self.options.cancel.is_set():
             raise RunCancelled
+
+    def _later_rounds(
+        self,
+        question: str,
+        attachments: Sequence[Attachment],
+        pool: Pool,
+        conductor: Backend,
+        workflow: Workflow,
+        answer: str,
+        seed: int,
+        emit: Subscriber,
+        rounds: list[RoundResult],
+        notes: list[str],
+    ) -> str:
+        """Rounds 2..max_rounds: the conductor reads its workflow and the team's answer, then
+        keeps the answer (an empty workflow: no more rounds) or writes a corrective workflow,
+        whose steps see that answer. A round that cannot run (an invalid re-plan twice, the
+        budget, a failed step) leaves the answer so far standing, with a note."""
+        c = self.config.conductor
+        # Re-planning is the one recursion inside rounds: the conductor is not offered as a
+        # worker of a corrective workflow.
+        infos = worker_infos(pool.workers, c.max_depth, c.max_depth)
+        planner = Conductor(conductor, temperature=c.temperature, seed=c.seed)
+        for k in range(2, c.max_rounds + 1):
+            self._check_cancel()
+
+            def in_round(event: Any, k: int = k) -> None:
+                emit(RoundEvent(k, event))
+
+            in_round(RunStarted(question))
+            plan: Plan | None = None
+            try:
+                in_round(PlanStarted(conductor.identity))
+                plan = planner.replan(question, infos, attachments, c.max_steps, workflow, answer)
+                source: Source = "cache" if plan.cached else "model"
+                in_round(
+                    PlanReady(plan.workflow, plan.seconds, source, plan.tokens_in, plan.tokens_out)
+                )
+                if not plan.workflow.steps:
+                    in_round(RunFinished(answer))
+                    rounds.append(RoundResult(k, plan, (), answer, "kept"))
+                    break
+                self._check_cancel()
+                seen = Attachment(f"answer of round {k - 1}", answer)
+                engine = Engine(
+                    pool,
+                    in_round,
+                    seed=seed,
+                    stream=self.options.stream,
+                    cancel=self.options.cancel,
+                )
+                steps = engine.run(question, plan.workflow, [*attachments, seen])
+            except ConductorError as e:
+                in_round(RunFailed(str(e)))
+                notes.append(f"round {k} did not finish ({e}); the answer of round {k - 1} stands")
+                rounds.append(RoundResult(k, plan, (), answer, "failed"))
+                break
+            answer = steps[-1].output
+            in_round(RunFinished(answer))
+            rounds.append(RoundResult(k, plan, tuple(steps), answer, "corrected"))
+            workflow = plan.workflow
+        return answer
 
 
 T = TypeVar("T")

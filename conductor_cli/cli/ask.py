@@ -113,6 +113,8 @@ def cache_mode(no_cache: bool, refresh: bool) -> Any:
 
 
 def show_result(result: Any, *, as_json: bool) -> None:
+    for line in result.to_dict().get("notes") or []:
+        sys.stderr.write(f"conductor: note: {line}\n")
     if as_json:
         print_json(result.to_dict())
     else:
@@ -147,6 +149,14 @@ def ask(
         int | None,
         typer.Option("--max-depth", help="How often the conductor may call itself (recursion)."),
     ] = None,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            "--rounds",
+            help="At most N rounds: the conductor reads its team's answer and corrects or "
+            "keeps it (1 to 4).",
+        ),
+    ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Sampling seed.")] = None,
     no_cache: NoCache = False,
     refresh: Refresh = False,
@@ -161,12 +171,19 @@ def ask(
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
     from conductor_cli.cli.via_server import pick_endpoint
-    from conductor_cli.config.settings import load_config, restrict_workers, with_conductor
+    from conductor_cli.config.settings import (
+        MAX_ROUNDS_LIMIT,
+        load_config,
+        restrict_workers,
+        with_conductor,
+    )
     from conductor_cli.errors import InputError
     from conductor_cli.server.wire import Overrides
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
+    if rounds is not None and not 1 <= rounds <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"--rounds {rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
     mode = cache_mode(no_cache, refresh)
     # Read everything the user gave and validate the config before any model is loaded.
     attachments = read_attachments(file, no_stdin)
@@ -177,9 +194,14 @@ def ask(
         # A server elsewhere (CONDUCTOR_SERVER) has its own config and checks the options.
         cfg = restrict_workers(cfg, worker or [])
         cfg = with_conductor(
-            cfg, model=conductor, max_steps=max_steps, max_depth=max_depth, seed=seed
+            cfg,
+            model=conductor,
+            max_steps=max_steps,
+            max_depth=max_depth,
+            max_rounds=rounds,
+            seed=seed,
         )
-    overrides = Overrides(conductor, tuple(worker or []), max_steps, max_depth, seed)
+    overrides = Overrides(conductor, tuple(worker or []), max_steps, max_depth, seed, rounds)
     run_and_show(
         functools.partial(_ask_here, question),
         cfg,

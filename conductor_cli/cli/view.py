@@ -24,6 +24,7 @@ from conductor_cli.run.events import (
     NestedEvent,
     PlanReady,
     PlanStarted,
+    RoundEvent,
     Source,
     StepFailed,
     StepFinished,
@@ -188,12 +189,31 @@ def build_tree(state: RunState, *, now: float | None = None, spinner_frame: int 
     now = time.time() if now is None else now
     spin = SPINNER[spinner_frame % len(SPINNER)]
     tree = Tree(Text(clip(state.question or "", QUESTION_CHARS) or "conductor", style="bold"))
-    _add_workflow(tree, state, now, spin)
+    if state.rounds:
+        _add_workflow(tree.add(Text("round 1", style="bold")), state, now, spin)
+        for number, later in enumerate(state.rounds, 2):
+            _add_workflow(tree.add(_round_label(number, later)), later, now, spin)
+    else:
+        _add_workflow(tree, state, now, spin)
     if state.interrupted:
         tree.add(Text("✗ interrupted", style="yellow"))
     elif state.error is not None:
         tree.add(Text(f"✗ run failed: {clip(state.error, ERROR_CHARS)}", style="red"))
     return tree
+
+
+def _round_label(number: int, state: RunState) -> Text:
+    """A later round: the conductor read the answer, then kept it or corrected it."""
+    label = Text(f"round {number}", style="bold")
+    if state.kept:
+        label.append("  kept the answer", style="green")
+    elif state.status == "failed":
+        label.append("  did not finish: the earlier answer stands", style="yellow")
+    elif state.workflow is not None:
+        label.append("  corrective workflow", style="cyan")
+    else:
+        label.append("  reading the answer", style="cyan")
+    return label
 
 
 def _add_workflow(node: Tree, state: RunState, now: float, spin: str) -> None:
@@ -290,6 +310,11 @@ class PlainProgress:
             case NestedEvent():
                 inner = PlainProgress._line(event.event)
                 return f"  step {event.step} > {inner}" if inner else None
+            case RoundEvent():
+                inner = PlainProgress._line(event.event)
+                if isinstance(event.event, PlanReady) and not event.event.workflow.steps:
+                    inner = "conductor: kept the answer"
+                return f"round {event.round}: {inner}" if inner else None
             case PlanStarted():
                 return "conductor: planning"
             case PlanReady():

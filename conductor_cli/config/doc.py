@@ -31,6 +31,8 @@ KEY_HELP: dict[str, str] = {
     "conductor.max_steps": "Most steps a workflow may have (1 to 10).",
     "conductor.max_depth": "How often the conductor may call itself as a worker (recursion), "
     "0 to 3.",
+    "conductor.max_rounds": "Rounds of plan, run, read the answer, re-plan (1 to 4); the "
+    "conductor stops earlier by keeping the answer. 1: no re-planning.",
     "conductor.temperature": "Sampling temperature for planning (0 to 2).",
     "conductor.seed": "Sampling seed for planning and steps; same seed, same cache keys.",
     "conductor.api_base": "For a `litellm:` conductor: the server's base URL.",

@@ -17,6 +17,7 @@ from conductor_cli.storage import paths
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
+MAX_ROUNDS_LIMIT = 4
 CONDUCTOR_WORKER = "conductor"  # the name the conductor has as a worker (recursion)
 RESERVED_NAMES = frozenset({CONDUCTOR_WORKER})
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
@@ -36,6 +37,9 @@ class ConductorSettings:
     # Recursion is opt-in: the embedded 135M conductor cannot judge its team's work, so
     # offering itself as a worker would only add time. Set 1 or more with a stronger model.
     max_depth: int = 0
+    # Rounds of plan -> run -> read the answer -> re-plan (the paper's recursion); the
+    # conductor may stop earlier by keeping the answer. 1: no re-planning (see README).
+    max_rounds: int = 1
     temperature: float = 0.2
     seed: int = 0
     api_base: str | None = None
@@ -116,6 +120,7 @@ _CONDUCTOR_TYPES: dict[str, type] = {
     "kv_cache_type": str,
     "max_steps": int,
     "max_depth": int,
+    "max_rounds": int,
     "temperature": float,
     "seed": int,
     "api_base": str,
@@ -209,6 +214,11 @@ def _validate_conductor(c: ConductorSettings, where: str) -> None:
         f"must be between 1 and {MAX_STEPS_LIMIT}, got {c.max_steps}.",
     )
     _require(0 <= c.max_depth <= 3, f"{where}.max_depth", f"must be 0 to 3, got {c.max_depth}.")
+    _require(
+        1 <= c.max_rounds <= MAX_ROUNDS_LIMIT,
+        f"{where}.max_rounds",
+        f"must be between 1 and {MAX_ROUNDS_LIMIT}, got {c.max_rounds}.",
+    )
     _require(0.0 <= c.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
     _require(c.n_threads >= 0, f"{where}.n_threads", "must be 0 (auto) or a positive count.")
     _require(

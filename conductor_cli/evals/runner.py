@@ -30,6 +30,7 @@ from conductor_cli.evals.strategies import (
     oracle_results,
     router_results,
     single_workflow,
+    strategy_kind,
     trace_id,
     vote_config,
 )
@@ -103,6 +104,7 @@ class _Solver:
 
     def _solve(self, strategy: str, problem: Problem) -> Result:
         kind, _, worker = strategy.partition(":")
+        kind = strategy_kind(strategy)
         if kind == "vote":
             return self._vote(strategy, worker, problem)
         if kind == "conductor":
@@ -125,6 +127,7 @@ class _Solver:
             detail["trace"] = trace_id(run.trace_path)
             detail["steps"] = len(run.workflow.steps)
             detail["shape"] = run.workflow.shape
+            detail["rounds"] = 1 + len(run.rounds)
             if run.trace_path is not None:
                 annotate_trace(
                     run.trace_path,
@@ -244,7 +247,7 @@ def run_eval(
     """Every chosen strategy on every problem; results already in `store` are reused."""
     settings = settings or Settings()
     base = base_strategies(strategies, config)
-    planned = any(s.split(":")[0] == "conductor" for s in base)
+    planned = any(strategy_kind(s) == "conductor" for s in base)
     # The one download step, before any check or run (knn-router embeds with the conductor).
     pull_models_for(
         config, load_catalog(), conductor=planned or KNN in strategies or KNN_VOTE in strategies
@@ -255,7 +258,7 @@ def run_eval(
         embedding_gguf(config)  # a missing or damaged model fails now, not after every call
     todo: list[tuple[str, Problem]] = []
     resumed = 0
-    trained = {s: trained_identity(config, s) for s in base if s.split(":")[0] == "conductor"}
+    trained = {s: trained_identity(config, s) for s in base if strategy_kind(s) == "conductor"}
     for p in problems:
         for s in base:
             done = store.get(s, p.id)

@@ -1,7 +1,8 @@
 """The ways to answer a problem that `conductor eval` compares.
 
 Base strategies call models: `conductor` (plan, then run the plan; `conductor:NAME` plans with
-the conductor NAME, e.g. a trained one, instead of the configured one), `single:<worker>` (one
+the conductor NAME, e.g. a trained one, instead of the configured one; either with
+`@rounds=N`: at most N rounds of re-planning after reading the answer), `single:<worker>` (one
 call), `vote:<worker>` (self-consistency: N samples, majority answer) and `moa`
 (Mixture-of-Agents: every worker answers, later layers refine, one aggregator combines).
 Derived strategies call nothing: `router` (a lookup table: the worker that scored best on the
@@ -69,14 +70,45 @@ def default_strategies(config: Config) -> list[str]:
     ]
 
 
+def strategy_kind(strategy: str) -> str:
+    """`conductor:NAME@rounds=3` -> `conductor`; `single:w` -> `single`."""
+    return strategy.partition("@")[0].partition(":")[0]
+
+
+def rounds_of(strategy: str) -> int | None:
+    """The rounds a `conductor...@rounds=N` strategy runs; None: the config's."""
+    _, at, suffix = strategy.partition("@")
+    return int(suffix.removeprefix("rounds=")) if at else None
+
+
+def _rounds_suffix(raw: str, suffix: str) -> str:
+    from conductor_cli.config.settings import MAX_ROUNDS_LIMIT
+
+    value = suffix.removeprefix("rounds=")
+    if not suffix.startswith("rounds=") or not value.isdigit():
+        raise InputError(f"--strategies {raw}: write conductor[:NAME]@rounds=N")
+    if not 1 <= int(value) <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"--strategies {raw}: give 1 to {MAX_ROUNDS_LIMIT} rounds")
+    return f"@rounds={int(value)}"
+
+
 def parse_strategies(text: str | None, config: Config) -> list[str]:
-    """`--strategies a,b,c`: `single` and `vote` alone mean one per worker."""
+    """`--strategies a,b,c`: `single` and `vote` alone mean one per worker; a conductor
+    strategy may end in `@rounds=N` (that many rounds of re-planning at most)."""
     if not text:
         return default_strategies(config)
     names = [w.name for w in config.workers]
     chosen: list[str] = []
     for raw in (part.strip() for part in text.split(",")):
         if not raw:
+            continue
+        base, at, suffix = raw.partition("@")
+        if at:
+            if strategy_kind(base) != "conductor":
+                raise InputError(f"--strategies {raw}: only conductor strategies take @rounds=N")
+            rounds = _rounds_suffix(raw, suffix)
+            plain = parse_strategies(base, config)[0]
+            chosen.append(plain + rounds)
             continue
         kind, _, worker = raw.partition(":")
         if kind in ("single", "vote"):
@@ -123,17 +155,21 @@ def check_conductor(name: str, raw: str) -> str:
 
 
 def conductor_config(config: Config, strategy: str) -> Config:
-    """The config a `conductor[:NAME]` strategy plans with."""
-    _, _, name = strategy.partition(":")
-    if not name:
-        return config
-    return replace(config, conductor=replace(config.conductor, model=name))
+    """The config a `conductor[:NAME][@rounds=N]` strategy plans with."""
+    _, _, name = strategy.partition("@")[0].partition(":")
+    rounds = rounds_of(strategy)
+    conductor = config.conductor
+    if name:
+        conductor = replace(conductor, model=name)
+    if rounds is not None:
+        conductor = replace(conductor, max_rounds=rounds)
+    return replace(config, conductor=conductor)
 
 
 def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
     """The strategies that call models; the derived ones need every worker's `single:`, and
     `knn-router:vote` every worker's `vote:` (which worker it takes varies by problem)."""
-    needed = [s for s in strategies if s.split(":")[0] in BASE]
+    needed = [s for s in strategies if strategy_kind(s) in BASE]
     if any(s in DERIVED for s in strategies):
         needed += [f"single:{w.name}" for w in config.workers]
     if KNN_VOTE in strategies:

@@ -132,6 +132,18 @@ class NestedEvent:
     at: float = field(default_factory=_now)
 
 
+@dataclass(frozen=True)
+class RoundEvent:
+    """An event of round `round` (2, 3, ...): the conductor re-planning after reading its
+    team's answer, and the corrective workflow's run. Round 1's events are not wrapped, so a
+    one-round run (and every older trace) reads as it always has. An empty PlanReady in a round
+    means the conductor kept the answer; the round's RunFinished carries the answer after it."""
+
+    round: int
+    event: Any
+    at: float = field(default_factory=_now)
+
+
 Event = (
     RunStarted
     | PlanStarted
@@ -145,8 +157,16 @@ Event = (
     | RunFinished
     | RunFailed
     | NestedEvent
+    | RoundEvent
 )
 Subscriber = Callable[[Any], None]
+
+
+def innermost(event: Any) -> Any:
+    """The event inside any NestedEvent / RoundEvent wrappers."""
+    while isinstance(event, NestedEvent | RoundEvent):
+        event = event.event
+    return event
 
 
 def fan_out(*subscribers: Subscriber | None) -> Subscriber:
@@ -175,6 +195,7 @@ _TYPES: dict[str, type] = {
         RunFinished,
         RunFailed,
         NestedEvent,
+        RoundEvent,
     )
 }
 
@@ -188,7 +209,7 @@ def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
             continue
         if isinstance(value, Workflow):
             value = value.to_dict()
-        elif name == "event" and isinstance(event, NestedEvent):
+        elif name == "event" and isinstance(event, NestedEvent | RoundEvent):
             value = event_to_dict(value, with_messages=with_messages)
         elif isinstance(value, tuple):
             value = list(value)
@@ -218,12 +239,14 @@ def event_from_dict(record: dict[str, Any]) -> Any:
             raise ValueError("PlanReady.workflow has no steps list")
         workers = sorted({str(s.get("worker")) for s in raw_steps if isinstance(s, dict)})
         try:
-            kwargs["workflow"] = validate_steps(raw_steps, workers, max(len(raw_steps), 1))
+            kwargs["workflow"] = validate_steps(
+                raw_steps, workers, max(len(raw_steps), 1), allow_empty=True
+            )
         except WorkflowError as e:
             raise ValueError(f"PlanReady.workflow: {e}") from None
     if cls is StepStarted:
         kwargs["messages"] = tuple(kwargs.get("messages", ()))
-    if cls is NestedEvent:
+    if cls is NestedEvent or cls is RoundEvent:
         kwargs["event"] = event_from_dict(kwargs.get("event"))
     return cls(**kwargs)
 

@@ -148,6 +148,37 @@ def plan_messages(
     )
 
 
+# The earlier answer as a re-planning conductor reads it (the steps see all of it).
+ANSWER_BUDGET_CHARS = 1500
+KEEP_REPLY = '{"steps": []}'
+
+
+def replan_messages(
+    question: str,
+    pool: Sequence[WorkerInfo],
+    attachments: Sequence[Attachment],
+    max_steps: int,
+    previous: Workflow,
+    answer: str,
+) -> tuple[dict[str, str], ...]:
+    """Round k > 1: the first round's conversation, its workflow as the conductor's reply, then
+    the team's answer (cut to ANSWER_BUDGET_CHARS) and the choice: keep it, or correct it."""
+    shown = answer.strip()[:ANSWER_BUDGET_CHARS]
+    if len(answer.strip()) > ANSWER_BUDGET_CHARS:
+        shown += " …(cut)"
+    return (
+        *plan_messages(question, pool, attachments, max_steps),
+        {"role": "assistant", "content": previous.to_json()},
+        {
+            "role": "user",
+            "content": f"Your team ran that workflow. Its final answer:\n{shown}\n\n"
+            f"If the answer is right and complete, reply {KEEP_REPLY} to keep it. Otherwise "
+            "reply with a corrective workflow: every step of it reads that answer too, so a "
+            "step can check it or fix it.",
+        },
+    )
+
+
 FALLBACK_TASK = "Answer the question completely and directly, using any attached material."
 
 
@@ -191,17 +222,51 @@ class Conductor:
         attachments: Sequence[Attachment],
         max_steps: int,
     ) -> Plan:
-        names = [w.name for w in pool]
         messages = plan_messages(question, pool, attachments, max_steps)
-        start = time.monotonic()
+        grammar = None
         if self.backend.supports_grammar:
-            if self.chooser is not None:
-                grammar = self.chooser.grammar(messages)
-            else:
-                grammar = gbnf_grammar(names, max_steps)
+            names = [w.name for w in pool]
+            grammar = (
+                self.chooser.grammar(messages)
+                if self.chooser is not None
+                else gbnf_grammar(names, max_steps)
+            )
+        return self._plan(messages, pool, max_steps, grammar, replan=False)
+
+    def replan(
+        self,
+        question: str,
+        pool: Sequence[WorkerInfo],
+        attachments: Sequence[Attachment],
+        max_steps: int,
+        previous: Workflow,
+        answer: str,
+    ) -> Plan:
+        """A later round: the conductor reads its previous workflow and the team's answer, and
+        writes a corrective workflow or the empty one (keep the answer). Raises WorkflowError
+        when no valid reply comes in two tries (the run then keeps the answer it has)."""
+        messages = replan_messages(question, pool, attachments, max_steps, previous, answer)
+        grammar = None
+        if self.backend.supports_grammar:
+            # A trained chooser decides first rounds' shapes; a re-plan is the conductor's own.
+            grammar = gbnf_grammar([w.name for w in pool], max_steps, allow_empty=True)
+        return self._plan(messages, pool, max_steps, grammar, replan=True)
+
+    def _plan(
+        self,
+        messages: tuple[dict[str, str], ...],
+        pool: Sequence[WorkerInfo],
+        max_steps: int,
+        grammar: str | None,
+        *,
+        replan: bool,
+    ) -> Plan:
+        names = [w.name for w in pool]
+        start = time.monotonic()
+        if grammar is not None:
             done = self._call(messages, max_plan_tokens(max_steps), grammar)
             try:
-                workflow = parse_workflow(done.text, names, max_steps)
+                workflow = parse_workflow(done.text, names, max_steps, allow_empty=replan)
             except WorkflowError as e:
                 # The grammar makes this unreachable unless max_tokens cut the reply short.
                 raise WorkflowError(
@@ -217,7 +282,7 @@ class Conductor:
                 time.monotonic() - start,
                 done.cached,
             )
-        return self._plan_free(messages, pool, max_steps, start)
+        return self._plan_free(messages, pool, max_steps, start, replan=replan)
 
     def _call(
         self, messages: tuple[dict[str, str], ...], max_tokens: int, grammar: str | None
@@ -239,11 +304,13 @@ class Conductor:
         pool: Sequence[WorkerInfo],
         max_steps: int,
         start: float,
+        *,
+        replan: bool = False,
     ) -> Plan:
         names = [w.name for w in pool]
         first = self._call(messages, FREE_PLAN_MAX_TOKENS, None)
         try:
-            workflow = parse_workflow(first.text, names, max_steps)
+            workflow = parse_workflow(first.text, names, max_steps, allow_empty=replan)
             return Plan(
                 workflow,
                 messages,
@@ -256,20 +323,23 @@ class Conductor:
             )
         except WorkflowError as e:
             error = e
+        keep = ' (or {"steps": []} to keep the answer)' if replan else ""
         retry_messages = (
             *messages,
             {"role": "assistant", "content": first.text},
             {
                 "role": "user",
                 "content": f"That workflow is invalid: {error} Reply again with only the "
-                f"corrected JSON workflow, using only these workers: {', '.join(names)}.",
+                f"corrected JSON workflow{keep}, using only these workers: {', '.join(names)}.",
             },
         )
         second = self._call(retry_messages, FREE_PLAN_MAX_TOKENS, None)
         fallback = False
         try:
-            workflow = parse_workflow(second.text, names, max_steps)
+            workflow = parse_workflow(second.text, names, max_steps, allow_empty=replan)
         except WorkflowError as e:
+            if replan:
+                raise WorkflowError(f"no valid re-plan in two tries ({e})") from None
             # Still nothing usable: the question goes, whole, to the worker whose description
             # says the most about it (the pool's own account of its strongest member).
             workflow = one_step_fallback(pool, e)

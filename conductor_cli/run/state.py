@@ -16,6 +16,7 @@ from conductor_cli.run.events import (
     NestedEvent,
     PlanReady,
     PlanStarted,
+    RoundEvent,
     RunFailed,
     RunFinished,
     RunStarted,
@@ -105,10 +106,18 @@ class RunState:
     finished_at: float | None = None
     # The time of the latest event: a recorded run is drawn as of its end, not as of today.
     last_at: float | None = None
+    # Rounds 2, 3, ... (the conductor re-planning after reading the answer); rounds[0] is
+    # round 2. Round 1 is this state's own plan and steps.
+    rounds: list[RunState] = field(default_factory=list)
 
     @property
     def interrupted(self) -> bool:
         return self.status == "interrupted"
+
+    @property
+    def kept(self) -> bool:
+        """A later round whose conductor kept the answer (its workflow has no steps)."""
+        return self.workflow is not None and not self.workflow.steps
 
     def apply(self, event: Any) -> bool:
         """Fold one event in; returns whether it settled something (a plan, a step, the run).
@@ -119,6 +128,12 @@ class RunState:
         if isinstance(at, int | float) and not isinstance(at, bool):
             self.last_at = at if self.last_at is None else max(self.last_at, at)
         match event:
+            case RoundEvent():
+                if event.round < 2 or event.round > len(self.rounds) + 2:
+                    return False  # out of order: not from a run this fold can follow
+                if event.round == len(self.rounds) + 2:
+                    self.rounds.append(RunState())
+                return self.rounds[event.round - 2].apply(event.event)
             case NestedEvent():
                 if step := self._step(event.step):
                     if step.nested is None:
@@ -197,6 +212,9 @@ class RunState:
                 step.ended_at = event.at
             if step.nested is not None and step.nested.status == "running":
                 step.nested._fail(event)
+        for later in self.rounds:
+            if later.status == "running":
+                later._fail(event)
 
     def _step(self, index: int) -> StepState | None:
         return self.steps[index] if 0 <= index < len(self.steps) else None

@@ -85,12 +85,13 @@ def _lit(text: str) -> str:
     return json.dumps(text)  # a GBNF string literal uses the same escapes as JSON
 
 
-def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
+def gbnf_grammar(workers: Sequence[str], max_steps: int, *, allow_empty: bool = False) -> str:
     """A llama.cpp grammar whose every sentence is a valid workflow for this pool.
 
     Worker names are an enumeration; each task is a bounded run of words; step k may only see
     a strictly increasing subset of 0..k-1, so indices cannot repeat or run on forever; the
-    number of steps is 1..max_steps. Every rule is finite, so generation always terminates.
+    number of steps is 1..max_steps (0..max_steps with `allow_empty`: a re-planning round's
+    "keep the answer"). Every rule is finite, so generation always terminates.
     """
     if not workers:
         raise WorkflowError("the pool has no workers to plan for.")
@@ -100,7 +101,8 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int) -> str:
     nested = ""
     for k in range(max_steps - 1, 0, -1):
         nested = f'( ", " step{k} {nested} )?'
-    rules.append(f'root ::= "{{\\"steps\\": [" step0 {nested} "]}}"')
+    steps = f"( step0 {nested} )?" if allow_empty else f"step0 {nested}"
+    rules.append(f'root ::= "{{\\"steps\\": [" {steps} "]}}"')
     rules.append("worker ::= " + " | ".join(_lit(json.dumps(w)) for w in workers))
     rules.extend(task_rules())
     for k in range(max_steps):
@@ -232,8 +234,11 @@ def _parse_list_form(text: str, workers: Sequence[str]) -> list[dict[str, Any]] 
     return steps
 
 
-def parse_workflow(text: str, workers: Sequence[str], max_steps: int) -> Workflow:
-    """Parse either written form and validate it against the pool; see the module doc."""
+def parse_workflow(
+    text: str, workers: Sequence[str], max_steps: int, *, allow_empty: bool = False
+) -> Workflow:
+    """Parse either written form and validate it against the pool; see the module doc.
+    `allow_empty`: no steps is a valid answer (a re-planning round keeps the answer)."""
     repairs: list[str] = []
     found = _extract_json_object(text)
     if found is not None:
@@ -249,14 +254,21 @@ def parse_workflow(text: str, workers: Sequence[str], max_steps: int) -> Workflo
             snippet = " ".join(text.split())[:80]
             raise WorkflowError(f"no workflow found in the conductor's reply: {snippet!r}")
         raw_steps = listed
-    return validate_steps(raw_steps, workers, max_steps, repairs)
+    return validate_steps(raw_steps, workers, max_steps, repairs, allow_empty=allow_empty)
 
 
 def validate_steps(
-    raw_steps: list[Any], workers: Sequence[str], max_steps: int, repairs: list[str] | None = None
+    raw_steps: list[Any],
+    workers: Sequence[str],
+    max_steps: int,
+    repairs: list[str] | None = None,
+    *,
+    allow_empty: bool = False,
 ) -> Workflow:
     repairs = list(repairs or [])
     if not raw_steps:
+        if allow_empty:
+            return Workflow((), tuple(repairs))
         raise WorkflowError("the workflow has no steps.")
     if len(raw_steps) > max_steps:
         raise WorkflowError(f"the workflow has {len(raw_steps)} steps; the limit is {max_steps}.")

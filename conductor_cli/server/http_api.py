@@ -168,6 +168,7 @@ def run_request(
             model=o.conductor,
             max_steps=o.max_steps,
             max_depth=o.max_depth,
+            max_rounds=o.max_rounds,
             seed=o.seed,
         )
         workflow = None

@@ -26,6 +26,7 @@ class Overrides:
     max_steps: int | None = None
     max_depth: int | None = None
     seed: int | None = None
+    max_rounds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class RunRequest:
             _opt(o, "max_steps", int),
             _opt(o, "max_depth", int),
             _opt(o, "seed", int),
+            _opt(o, "max_rounds", int),
         )
         mode = raw.get("cache_mode", "use")
         if mode not in ("use", "refresh", "off"):

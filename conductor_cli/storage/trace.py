@@ -20,12 +20,12 @@ from typing import Any
 from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import TraceError
 from conductor_cli.run.events import (
-    NestedEvent,
     RunFailed,
     RunFinished,
     StepToken,
     event_from_dict,
     event_to_dict,
+    innermost,
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.state import RunState, StepState
@@ -153,9 +153,7 @@ class TraceWriter:
         self.header["totals"] = totals
 
     def __call__(self, event: Any) -> None:
-        if isinstance(event, StepToken) or (
-            isinstance(event, NestedEvent) and _innermost(event) is None
-        ):
+        if isinstance(innermost(event), StepToken):
             return
         if self.ended:
             # After Ctrl-C a step's thread may still report, e.g. that its model was closed
@@ -176,13 +174,6 @@ def annotate_trace(path: Path, key: str, value: Any) -> None:
     atomic_write(path, json.dumps(record, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
-def _innermost(event: NestedEvent) -> Any:
-    inner = event.event
-    while isinstance(inner, NestedEvent):
-        inner = inner.event
-    return None if isinstance(inner, StepToken) else inner
-
-
 # How the trace names a step's status: it has never told retrying from running, nor a step
 # cut off by a failed run from one that failed itself.
 _TRACE_STEP_STATUS: dict[str, str] = {"retrying": "running", "stopped": "failed"}
@@ -197,7 +188,32 @@ def run_record(state: RunState) -> dict[str, Any]:
         "steps": [step_record(s) for s in state.steps],
         "answer": state.answer,
         "error": state.error,
+        **(
+            {"rounds": [round_record(k, r) for k, r in enumerate(state.rounds, 2)]}
+            if state.rounds
+            else {}
+        ),
     }
+
+
+def round_record(number: int, state: RunState) -> dict[str, Any]:
+    """A later round: its workflow (no steps: the answer was kept), steps and answer."""
+    return {
+        "round": number,
+        "status": state.status,
+        "decision": _decision(state),
+        "workflow": None if state.workflow is None else state.workflow.to_dict(),
+        "steps": [step_record(s) for s in state.steps],
+        "answer": state.answer,
+        "error": state.error,
+    }
+
+
+def _decision(state: RunState) -> str | None:
+    """As RunResult says it: kept, corrected, failed; None while running or interrupted."""
+    if state.kept:
+        return "kept"
+    return {"done": "corrected", "failed": "failed"}.get(state.status)
 
 
 def nested_record(state: RunState) -> dict[str, Any]:

@@ -1,0 +1,242 @@
+"""Rounds (issue 20) without a model: the conductor reads its team's answer, then keeps it or
+writes a corrective workflow. The run is built as api.execute builds it, on a fake runtime
+(FakeRuntime: scripted conductor and worker, for fault injection); the real model's part is in
+tests/test_rounds.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from conductor_cli.api import NO_TRACE, RunOptions, RunResult, TraceOptions, _Run
+from conductor_cli.backends.base import Backend, Request
+from conductor_cli.config.settings import ConductorSettings, Config, WorkerConfig
+from conductor_cli.run.budget import Budget, Pricing
+from conductor_cli.run.events import RoundEvent, event_from_dict, event_to_dict
+from conductor_cli.run.pool import Pool
+from conductor_cli.run.state import RunState
+from conductor_cli.runtime import RunScope
+from conductor_cli.storage.cache import CachedBackend, CacheMode
+
+from .fake_backend import FakeBackend, fake_worker, user_text
+
+QUESTION = "What is 17 times 3?"
+ONE_STEP = json.dumps({"steps": [{"worker": "w", "task": "Compute the product.", "sees": []}]})
+FIX = json.dumps(
+    {"steps": [{"worker": "w", "task": "Check the earlier answer and fix it.", "sees": []}]}
+)
+KEEP = '{"steps": []}'
+
+
+def conductor_script(replans: Sequence[str]) -> Callable[[Request], str]:
+    """Round 1's plan, then the re-plans in order (the last repeats)."""
+    seen: list[int] = []
+
+    def reply(request: Request) -> str:
+        if len(request.messages) == 2:
+            return ONE_STEP
+        seen.append(1)
+        return replans[min(len(seen), len(replans)) - 1]
+
+    return reply
+
+
+@dataclass
+class FakeRuntime:
+    """What a run takes from its Runtime (scope, pool, conductor, chooser), over fake backends
+    (fault injection): calls are counted and budgeted as Runtime wraps them, never cached."""
+
+    model: FakeBackend  # the conductor's
+    worker: FakeBackend
+
+    def scope(self, mode: CacheMode, budget: Budget | None) -> RunScope:
+        return RunScope(CacheMode.OFF, budget)
+
+    def _wrap(self, backend: Backend, label: str, scope: RunScope) -> Backend:
+        return CachedBackend(
+            backend,
+            None,
+            CacheMode.OFF,
+            scope.counter,
+            label=label,
+            pricing=Pricing("fake", local=True),
+            budget=scope.budget,
+        )
+
+    def pool(self, scope: RunScope, config: Config) -> Pool:
+        return Pool((fake_worker("w", self._wrap(self.worker, "worker w", scope)),))
+
+    def conductor(self, scope: RunScope, config: Config) -> Backend:
+        return self._wrap(self.model, "conductor", scope)
+
+    def chooser(self, config: Config) -> None:
+        return None
+
+
+def run(
+    replans: Sequence[str],
+    worker_reply: str | Callable[[Request], str] = "51",
+    *,
+    rounds: int = 3,
+    max_calls: int | None = None,
+    trace: TraceOptions = NO_TRACE,
+) -> tuple[RunResult, list[Any], FakeRuntime]:
+    fake = FakeRuntime(FakeBackend(reply=conductor_script(replans)), FakeBackend(worker_reply))
+    config = Config(
+        conductor=ConductorSettings(max_steps=2, max_rounds=rounds),
+        workers=(WorkerConfig("w", "fake:w"),),
+    )
+    events: list[Any] = []
+    root: Any = fake
+    result = _Run(root, config, RunOptions(max_calls=max_calls), trace, events.append).execute(
+        QUESTION, (), None, {}, "model"
+    )
+    return result, events, fake
+
+
+def fold(events: list[Any]) -> RunState:
+    state = RunState()
+    for e in events:
+        state.apply(e)
+    return state
+
+
+def test_one_round_never_asks_the_conductor_again() -> None:
+    result, events, fake = run([KEEP], rounds=1)
+    assert fake.model.calls == 1 and fake.worker.calls == 1
+    assert result.rounds == () and result.totals()["rounds"] == 1
+    assert not any(isinstance(e, RoundEvent) for e in events)
+
+
+def test_the_conductor_keeps_the_answer_with_an_empty_workflow() -> None:
+    result, events, fake = run([KEEP])
+    assert result.answer == "51"
+    assert [r.decision for r in result.rounds] == ["kept"]
+    assert fake.model.calls == 2 and fake.worker.calls == 1  # stopped itself after round 2
+    # The re-plan read round 1's workflow and the team's answer.
+    replan = fake.model.requests[1]
+    assert replan.messages[2] == {"role": "assistant", "content": ONE_STEP}
+    assert "51" in replan.messages[3]["content"] and KEEP in replan.messages[3]["content"]
+    state = fold(events)
+    assert state.answer == "51" and len(state.rounds) == 1 and state.rounds[0].kept
+
+
+def test_a_corrective_round_sees_the_earlier_answer_and_replaces_it() -> None:
+    def worker(request: Request) -> str:
+        text = user_text(request)
+        return "51" if "answer of round 1" in text else "50"
+
+    result, events, fake = run([FIX, KEEP], worker)
+    assert result.answer == "51"
+    assert [r.decision for r in result.rounds] == ["corrected", "kept"]
+    # Round 2's step was given round 1's answer ("50") to check.
+    second = fake.worker.requests[1]
+    assert any("50" in m["content"] for m in second.messages)
+    assert fake.model.calls == 3  # round 3 read "51" and kept it
+    assert result.totals()["rounds"] == 3
+    state = fold(events)
+    assert [r.kept for r in state.rounds] == [False, True]
+    assert state.rounds[0].answer == "51" and state.answer == "51"
+
+
+def test_a_replan_invalid_twice_keeps_the_answer_with_a_note() -> None:
+    result, events, fake = run(["no idea", "still no idea"])
+    assert result.answer == "51" and fake.model.calls == 3  # plan, re-plan, its retry
+    assert [r.decision for r in result.rounds] == ["failed"]
+    assert len(result.notes) == 1 and "round 2" in result.notes[0]
+    assert "answer of round 1 stands" in result.notes[0]
+    assert fold(events).rounds[0].status == "failed"
+
+
+def test_the_budget_caps_all_rounds_and_the_best_answer_so_far_stands() -> None:
+    # Calls: plan 1, step 2, re-plan 3, corrective step 4 would cross --max-calls 3.
+    result, _, fake = run([FIX], max_calls=3)
+    assert result.answer == "51" and fake.worker.calls == 1
+    assert [r.decision for r in result.rounds] == ["failed"]
+    assert "--max-calls 3" in result.notes[0]
+
+
+def test_rounds_round_trip_through_the_trace(tmp_path: Any) -> None:
+    from conductor_cli.storage.trace import load_trace
+
+    def worker(request: Request) -> str:
+        return "51" if "answer of round 1" in user_text(request) else "50"
+
+    result, _, _ = run([FIX, KEEP], worker, trace=TraceOptions(directory=tmp_path))
+    assert result.trace_path is not None
+    record = load_trace(result.trace_path)
+    assert record["status"] == "done" and record["answer"] == "51"
+    assert [r["decision"] for r in record["rounds"]] == ["corrected", "kept"]
+    assert record["rounds"][0]["steps"][0]["output"] == "51"
+    assert record["steps"][0]["output"] == "50"  # round 1 as it was
+    # Every recorded event reads back (replay and traces show use this).
+    again = [event_from_dict(e) for e in record["events"]]
+    assert fold(again).rounds[1].kept
+    assert [event_to_dict(e) for e in again] == record["events"]
+
+
+def test_an_empty_workflow_is_only_valid_in_a_later_round() -> None:
+    from conductor_cli.errors import WorkflowError
+    from conductor_cli.run.workflow import gbnf_grammar, parse_workflow
+
+    assert parse_workflow(KEEP, ["w"], 2, allow_empty=True).steps == ()
+    with pytest.raises(WorkflowError, match="no steps"):
+        parse_workflow(KEEP, ["w"], 2)
+    assert '"]}"' in gbnf_grammar(["w"], 2, allow_empty=True)
+    assert "( step0" in gbnf_grammar(["w"], 2, allow_empty=True)
+    assert "( step0" not in gbnf_grammar(["w"], 2)
+
+
+def test_each_round_shows_as_a_subtree_and_a_plain_line() -> None:
+    import io
+
+    from rich.console import Console
+
+    from conductor_cli.cli.view import PlainProgress, build_tree
+
+    def worker(request: Request) -> str:
+        return "51" if "answer of round 1" in user_text(request) else "50"
+
+    _, events, _ = run([FIX, KEEP], worker)
+    console = Console(record=True, width=100, color_system=None)
+    console.print(build_tree(fold(events)))
+    text = console.export_text()
+    assert "round 1" in text and "round 2  corrective workflow" in text
+    assert "round 3  kept the answer" in text
+    assert text.index("round 2") < text.index("round 3")
+    out = io.StringIO()
+    progress = PlainProgress(out)
+    for e in events:
+        progress(e)
+    lines = out.getvalue().splitlines()
+    assert "round 3: conductor: kept the answer" in lines
+    assert any(line.startswith("round 2: step 0 w: done") for line in lines)
+
+
+def test_eval_spells_rounds_on_conductor_strategies() -> None:
+    from conductor_cli.errors import InputError
+    from conductor_cli.evals.strategies import (
+        base_strategies,
+        conductor_config,
+        parse_strategies,
+        strategy_kind,
+    )
+
+    config = Config(workers=(WorkerConfig("w", "fake:w"),))
+    chosen = parse_strategies("conductor,conductor@rounds=3,single:w", config)
+    assert chosen == ["conductor", "conductor@rounds=3", "single:w"]
+    assert [strategy_kind(s) for s in chosen] == ["conductor", "conductor", "single"]
+    assert conductor_config(config, "conductor@rounds=3").conductor.max_rounds == 3
+    assert conductor_config(config, "conductor").conductor.max_rounds == 1
+    assert base_strategies(chosen, config) == chosen
+    for bad, words in [
+        ("conductor@rounds=9", "1 to 4 rounds"),
+        ("conductor@depth=2", "@rounds=N"),
+        ("single:w@rounds=2", "only conductor strategies"),
+    ]:
+        with pytest.raises(InputError, match=words):
+            parse_strategies(bad, config)
