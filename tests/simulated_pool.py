@@ -7,6 +7,16 @@ and on which workers' outputs it sees; otherwise it gives a wrong answer. Draws 
 deterministic in (worker, question, seed, what it sees), so a rerun with the same seed gives
 the same answer and repeats with other seeds differ. Names and descriptions say nothing of
 the skills: only learning can tell the workers apart.
+
+The kind "cue" (opt-in: only a bank made with it has such questions) is for rounds (issue 20),
+where the conductor reads the first answer before it keeps it or corrects it: a wrong answer
+to a cue question is another code of the same form, marked "(unsure)" ("Answer: a123
+(unsure)"), a right one is unmarked ("Answer: a456"), so the mark is the only thing that tells
+them apart. A worker whose prompt carries an earlier round's answer (the attachment "answer of
+round K") sees the helper ROUND_ANSWER, so `helped[w]["cue"] = (ROUND_ANSWER, p)` makes w a
+checker that is right with probability p in a corrective round; which round's answer it reads
+is part of its draw, so a later round's check is a new draw. Every other kind's replies and
+draws are as they were.
 """
 
 from __future__ import annotations
@@ -23,6 +33,10 @@ from pathlib import Path
 
 TAG = re.compile(r"\[Q(\d+)\]")
 SEEN = re.compile(r"^Output of step \d+ \(([^:]+):", re.MULTILINE)
+# A later round's step reads the answer so far as an attachment (api._later_rounds).
+ROUND_SEEN = re.compile(r"^Attached answer of round (\d+):", re.MULTILINE)
+# The helper a cue question's worker "sees" when its prompt carries an earlier round's answer.
+ROUND_ANSWER = "answer of an earlier round"
 
 
 @dataclass(frozen=True)
@@ -42,6 +56,7 @@ KIND_TEXT = {
     "geo": "Name the river that flows through the capital in riddle number {n}.",
     "logic": "If all blips are blops and item {n} is a blip, what is item {n}?",
     "chain": "Draft an attempt, then refine it: puzzle {n} about hidden symbols.",
+    "cue": "Recall the code word that opens locker number {n}.",
 }
 
 
@@ -119,9 +134,16 @@ class SimulatedPool:
             return "Answer: unknown"
         q = self.questions[int(tag.group(1))]
         seen = set(SEEN.findall(user))
+        rounds = ROUND_SEEN.findall(user) if q.kind == "cue" else []
+        if rounds:
+            seen.add(ROUND_ANSWER)
         key = f"{worker}|{q.number}|{body.get('seed')}|{sorted(seen)}"
+        if rounds:  # each round's check is a draw of its own
+            key += f"|rounds {rounds}"
         draw = random.Random(hashlib.sha256(key.encode()).digest()).random()
         right = draw < self.probability(worker, q.kind, seen)
+        if q.kind == "cue":
+            return f"Answer: {q.answer}" if right else f"Answer: {cue_wrong(q, draw)} (unsure)"
         return f"Answer: {q.answer if right else 'wrong-' + q.answer}"
 
     def config(self, path: Path, *, max_steps: int = 2) -> Path:
@@ -145,6 +167,13 @@ class SimulatedPool:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def cue_wrong(q: SimulatedQuestion, draw: float) -> str:
+    """A wrong code of the right answer's form (a<number>), never the right one; which one
+    follows the draw, so it is as deterministic as the rest."""
+    offset = 1 + int(draw * (10**6 - 1))  # 1 .. 10**6 - 1: never a whole turn
+    return f"a{(int(q.answer[1:]) + offset) % 10**6}"
 
 
 def make_questions(kinds: list[str], per_kind: int, seed: int = 0) -> dict[int, SimulatedQuestion]:
