@@ -44,31 +44,29 @@ from _common import REPO, accuracy, conductor, isolated_env, paired, stored_resu
 
 sys.path.insert(0, str(REPO))
 
+from prove_learning import skills as specialist_skills
+from prove_learning import write_qa
+
 from conductor_cli.evals.answers import score_qa
+from conductor_cli.evals.strategies import rounds_of as strategy_rounds
 from tests.simulated_pool import ROUND_ANSWER, SimulatedPool, SimulatedQuestion, make_questions
 
 ROUNDS = (1, 2, 3, 4)
 STRATEGIES = ["conductor", *(f"conductor@rounds={n}" for n in ROUNDS[1:])]
 KINDS = ["arith", "words", "geo", "logic", "chain", "cue"]
-SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
 FACTS = REPO / "bench" / "data" / "facts_check20.jsonl"
 
 
 def rounds_of(strategy: str) -> int:
-    return int(strategy.partition("@rounds=")[2] or 1)
+    return strategy_rounds(strategy) or 1
 
 
 # ------------------------------------------------------------------------------- the pools
 
 
 def skills() -> dict[str, dict[str, float]]:
-    table: dict[str, dict[str, float]] = {}
-    for w in ("w0", "w1", "w2", "w3"):
-        row = {k: (0.95 if SPECIALIST[k] == w else 0.2) for k in SPECIALIST}
-        row["chain"] = 0.5 if w == "w0" else 0.1
-        row["cue"] = 0.5
-        table[w] = row
-    return table
+    """prove_learning's specialists, each also right half the time alone on cue questions."""
+    return {w: {**row, "cue": 0.5} for w, row in specialist_skills().items()}
 
 
 def helped() -> dict[str, dict[str, tuple[str, float]]]:
@@ -89,18 +87,6 @@ def sim_questions(per_kind: int, cue: int, seed: int) -> list[SimulatedQuestion]
             count[q.kind] += 1
             chosen.append(q)
     return chosen
-
-
-def write_qa(questions: list[SimulatedQuestion], path: Path) -> Path:
-    """An exact-answer qa file with no category: the kind is for this report only."""
-    with path.open("w", encoding="utf-8") as out:
-        for q in questions:
-            out.write(json.dumps({"id": f"q{q.number}", "question": q.text, "answer": q.answer}))
-            out.write("\n")
-    return path
-
-
-# ----------------------------------------------------------------------------- the figures
 
 
 def run_eval(env: dict[str, str], data: Path, root: Path, extra: list[str], what: str) -> float:
