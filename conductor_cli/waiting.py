@@ -10,7 +10,7 @@ short slices lets the handler run within one slice.
 from __future__ import annotations
 
 import queue
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from typing import Any, TypeVar
 
@@ -34,9 +34,12 @@ def all_or_first_error(futures: Sequence[Future[Any]]) -> None:
             return
 
 
-def get(box: queue.Queue[T]) -> T:
-    """`box.get()`, interruptible the same way."""
+def get(box: queue.Queue[T], between: Callable[[], None] | None = None) -> T:
+    """`box.get()`, interruptible the same way; `between` runs before each slice (a check
+    that may raise, e.g. a cancelled run)."""
     while True:
+        if between is not None:
+            between()
         try:
             return box.get(timeout=SLICE_S)
         except queue.Empty:

@@ -21,6 +21,7 @@ import pytest
 from conductor_cli.server import local
 
 from .conftest import FAST_CONFIG, run_cli, start_cli
+from .fake_openai import FakeOpenAIServer
 
 QUESTION = "What is the capital of France?"
 
@@ -43,6 +44,20 @@ def detached(config: Path) -> Iterator[local.ServerInfo]:
     assert info is not None
     yield info
     run_cli("--config", str(config), "serve", "--stop")
+
+
+def one_step_on(fake: FakeOpenAIServer, tmp_path: Path, extra: str = "") -> tuple[Path, Path]:
+    """A config whose one worker `w` is `fake` (a FakeOpenAIServer), and a one-step workflow."""
+    config = tmp_path / "remote.toml"
+    config.write_text(
+        "[server]\nport = 0\n\n"
+        f'[[workers]]\nname = "w"\nmodel = "openai/w"\napi_base = "{fake.api_base}"\n'
+        f"retries = 0\n{extra}",
+        encoding="utf-8",
+    )
+    workflow = tmp_path / "wf.json"
+    workflow.write_text(json.dumps({"steps": [{"worker": "w", "task": "Answer.", "sees": []}]}))
+    return config, workflow
 
 
 def traces() -> list[dict]:
@@ -104,18 +119,8 @@ def test_the_client_imports_no_model_code(config: Path, detached: local.ServerIn
 
 
 def test_ctrl_c_cancels_the_run_on_the_server(tmp_path: Path) -> None:
-    from .fake_openai import FakeOpenAIServer
-
     hang = FakeOpenAIServer(["hang"])  # a worker that never answers: only Ctrl-C ends it
-    config = tmp_path / "hang.toml"
-    config.write_text(
-        "[server]\nport = 0\n\n"
-        f'[[workers]]\nname = "w"\nmodel = "openai/w"\napi_base = "{hang.api_base}"\n'
-        "retries = 0\ntimeout_s = 120\n",
-        encoding="utf-8",
-    )
-    workflow = tmp_path / "wf.json"
-    workflow.write_text(json.dumps({"steps": [{"worker": "w", "task": "Answer.", "sees": []}]}))
+    config, workflow = one_step_on(hang, tmp_path, "timeout_s = 120\n")
     assert run_cli("--config", str(config), "serve", "--detach").returncode == 0
     try:
         proc = start_cli(
@@ -265,19 +270,9 @@ def test_replay_live_runs_the_recorded_workflow_on_the_server(
 
 
 def test_a_server_killed_mid_run_leaves_the_run_to_the_cli(tmp_path: Path) -> None:
-    from .fake_openai import FakeOpenAIServer
-
     # The server's call hangs; after the server dies, the CLI's own call is answered.
     fake = FakeOpenAIServer(["hang", "ok"], answer="answered in-process")
-    config = tmp_path / "k.toml"
-    config.write_text(
-        "[server]\nport = 0\n\n"
-        f'[[workers]]\nname = "w"\nmodel = "openai/w"\napi_base = "{fake.api_base}"\n'
-        "retries = 0\n",
-        encoding="utf-8",
-    )
-    workflow = tmp_path / "wf.json"
-    workflow.write_text(json.dumps({"steps": [{"worker": "w", "task": "Answer.", "sees": []}]}))
+    config, workflow = one_step_on(fake, tmp_path)
     assert run_cli("--config", str(config), "serve", "--detach").returncode == 0
     info = local.read_info(local.files_for(config))
     assert info is not None

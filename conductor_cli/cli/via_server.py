@@ -58,20 +58,16 @@ def run(
 ) -> RemoteResult | None:
     """The run on the server, drawn as an in-process run would be; None when the server is
     unreachable or died (the caller then runs in-process)."""
+    from conductor_cli.server import client
+
     try:
         with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
-            return _client_run(endpoint, dataclasses.replace(request, stream=stream), view)
+            return client.run(
+                endpoint,
+                dataclasses.replace(request, stream=stream),
+                view,
+                on_busy=lambda: note("the server runs server.max_concurrent_runs runs; waiting"),
+            )
     except ServerGone as e:
         note(f"{e}; running in-process")
         return None
-
-
-def _client_run(endpoint: Endpoint, request: RunRequest, view: Any) -> RemoteResult:
-    from conductor_cli.server import client
-
-    return client.run(
-        endpoint,
-        request,
-        view,
-        on_busy=lambda: note("the server runs server.max_concurrent_runs runs; waiting"),
-    )

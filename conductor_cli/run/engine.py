@@ -222,7 +222,7 @@ class Engine:
                     threading.Thread(target=work, args=(i,), daemon=True).start()
             if not running:
                 break
-            i, outcome = self._next(finished)
+            i, outcome = waiting.get(finished, self._check_cancel)
             running.discard(i)
             if isinstance(outcome, StepResult):
                 results[i] = outcome
@@ -242,18 +242,6 @@ class Engine:
             error = errors[first]
             raise type(error)(f"step {first} ({worker}): {error}{more}") from None
         return [results[i] for i in range(len(workflow.steps))]
-
-    def _next(
-        self, finished: queue.Queue[tuple[int, StepResult | BaseException]]
-    ) -> tuple[int, StepResult | BaseException]:
-        if self.cancel is None:
-            return waiting.get(finished)
-        while True:
-            self._check_cancel()
-            try:
-                return finished.get(timeout=waiting.SLICE_S)
-            except queue.Empty:
-                continue
 
     def _check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.is_set():

@@ -56,7 +56,30 @@ from conductor_cli.storage.cache import CacheMode
 MAX_BODY_BYTES = 8 << 20
 
 
-class ConductorServer(ThreadingHTTPServer):
+class _Listener:
+    """What both listeners share: the app, the bearer key (None: none needed) and quiet
+    handling of failed requests."""
+
+    app: ServerApp
+    key: str | None
+
+    def authorized(self, header: str | None) -> bool:
+        if self.key is None:
+            return True
+        given = (header or "").removeprefix("Bearer ").strip()
+        return hmac.compare_digest(given.encode(), self.key.encode())  # constant time
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a liveness probe, a Ctrl-C'd CLI) is normal; anything else
+        is one line in the server's log, not a traceback."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            return
+        sys.stderr.write(f"conductor: a request failed: {type(error).__name__}: {error}\n")
+        sys.stderr.flush()
+
+
+class ConductorServer(_Listener, ThreadingHTTPServer):
     """The TCP listener: OpenAI's API (and the CLI's) for whoever holds the key, if one is set.
     Serves runs on one ServerApp: models, prompt states, litellm's helper and the cache stay
     loaded between requests."""
@@ -77,12 +100,6 @@ class ConductorServer(ThreadingHTTPServer):
         self.key = key
         super().__init__((host, port), _Handler)
 
-    def authorized(self, header: str | None) -> bool:
-        return _authorized(self.key, header)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        _request_failed(request, client_address)
-
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
@@ -98,7 +115,7 @@ class ConductorServer(ThreadingHTTPServer):
             self.app.close()
 
 
-class LocalSocketServer(ThreadingMixIn, UnixStreamServer):
+class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
     """The local socket (0600 in a 0700 directory): the file's permissions are the key."""
 
     daemon_threads = True
@@ -113,29 +130,6 @@ class LocalSocketServer(ThreadingMixIn, UnixStreamServer):
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
-
-    def authorized(self, header: str | None) -> bool:
-        return True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        _request_failed(request, client_address)
-
-
-def _request_failed(request: Any, client_address: Any) -> None:
-    """A client that hung up (a liveness probe, a Ctrl-C'd CLI) is normal; anything else is
-    one line in the server's log, not a traceback."""
-    error = sys.exc_info()[1]
-    if isinstance(error, ConnectionError | TimeoutError):
-        return
-    sys.stderr.write(f"conductor: a request failed: {type(error).__name__}: {error}\n")
-    sys.stderr.flush()
-
-
-def _authorized(key: str | None, header: str | None) -> bool:
-    if key is None:
-        return True
-    given = (header or "").removeprefix("Bearer ").strip()
-    return hmac.compare_digest(given.encode(), key.encode())  # constant time
 
 
 def trained_names() -> list[str]:

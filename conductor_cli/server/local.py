@@ -140,9 +140,7 @@ def remove_if_ours(files: ServerFiles, pid: int) -> None:
     info = read_info(files)
     if info is not None and info.pid != pid:
         return
-    for path in (files.socket, files.pid):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+    _remove(files)
 
 
 def clean_stale(files: ServerFiles) -> bool:
@@ -150,6 +148,11 @@ def clean_stale(files: ServerFiles) -> bool:
     info = read_info(files)
     if info is not None and pid_alive(info.pid) and socket_answers(files.socket):
         return False
+    return _remove(files)
+
+
+def _remove(files: ServerFiles) -> bool:
+    """Remove the socket and pid file; whether either was there."""
     removed = False
     for path in (files.socket, files.pid):
         with contextlib.suppress(FileNotFoundError):
