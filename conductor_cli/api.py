@@ -10,7 +10,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -105,16 +105,17 @@ class RoundResult:
     it kept the answer or the round failed)."""
 
     number: int
-    plan: Plan | None
+    plan: Plan | None  # None: the workflow came from a trace (replay, resume), or none came
     steps: tuple[StepResult, ...]
     answer: str  # the run's answer after this round
     decision: str  # "kept", "corrected" or "failed"
+    workflow: Workflow | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "round": self.number,
             "decision": self.decision,
-            "workflow": self.plan.workflow.to_dict() if self.plan else None,
+            "workflow": self.workflow.to_dict() if self.workflow else None,
             "steps": [s.to_dict() for s in self.steps],
             "answer": self.answer,
         }
@@ -131,6 +132,16 @@ def _check_workers(
             f"(pool: {', '.join(pool.names)}). Add them to the config or map them with "
             "--worker OLD=NEW."
         )
+
+
+@dataclass(frozen=True)
+class PriorRound:
+    """A later round as a trace recorded it, for replay and resume: its workflow (None: it
+    stopped while re-planning, so it plans again; no steps: it kept the answer) and the steps
+    of it that finished (kept as they are)."""
+
+    workflow: Workflow | None
+    keep: Mapping[int, StepResult] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,10 +182,13 @@ def execute(
     trace: TraceOptions = TraceOptions(),
     workflow_source: Source = "model",
     runtime: Runtime | None = None,
+    prior_rounds: Sequence[PriorRound] = (),
 ) -> RunResult:
     """Run one question: plan with the conductor unless `workflow` is given, then run it.
 
-    `keep` holds step results to reuse (resume, from-step); every event goes to `on_event`
+    `keep` holds step results to reuse (resume, from-step); `prior_rounds` are a trace's
+    later rounds (2, 3, ...) to run again with their recorded workflows, up to
+    `conductor.max_rounds`, instead of re-planning them; every event goes to `on_event`
     and to the trace file, which is rewritten after the plan and after every step. Models,
     the litellm helper and the cache come from `runtime` (a fresh one when None).
     """
@@ -183,8 +197,10 @@ def execute(
     config = config or (runtime.config if runtime is not None else Config())
     with runtime_for(config, runtime) as root:
         # The one visible download step (first use of a catalog model), before any pool.
-        root.pull_missing(config, conductor=workflow is None or config.conductor.max_depth > 0)
-        run = _Run(root, config, options, trace, on_event)
+        c = config.conductor
+        replans = workflow_source == "trace" and c.max_rounds > 1
+        root.pull_missing(config, conductor=workflow is None or c.max_depth > 0 or replans)
+        run = _Run(root, config, options, trace, on_event, tuple(prior_rounds))
         return run.execute(question, attachments, workflow, keep or {}, workflow_source)
 
 
@@ -195,6 +211,7 @@ class _Run:
     options: RunOptions
     trace: TraceOptions
     on_event: Subscriber | None
+    prior_rounds: tuple[PriorRound, ...] = ()
 
     def execute(
         self,
@@ -268,9 +285,10 @@ class _Run:
             )
             steps = engine.run(question, workflow, attachments, keep)
             answer, rounds, notes = steps[-1].output, [], []
-            if plan is not None and c.max_rounds > 1:
+            # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
+            if (plan is not None or workflow_source == "trace") and c.max_rounds > 1:
                 answer = self._later_rounds(
-                    question, attachments, pool, conductor_for(), workflow, answer, run_seed,
+                    question, attachments, pool, conductor_for, workflow, answer, run_seed,
                     emit, rounds, notes,
                 )  # fmt: skip
             result = RunResult(
@@ -315,7 +333,7 @@ class _Run:
         question: str,
         attachments: Sequence[Attachment],
         pool: Pool,
-        conductor: Backend,
+        conductor_for: Callable[[], Backend],
         workflow: Workflow,
         answer: str,
         seed: int,
@@ -331,7 +349,15 @@ class _Run:
         # Re-planning is the one recursion inside rounds: the conductor is not offered as a
         # worker of a corrective workflow.
         infos = worker_infos(pool.workers, c.max_depth, c.max_depth)
-        planner = Conductor(conductor, temperature=c.temperature, seed=c.seed)
+
+        def make_planner() -> Conductor:
+            chooser = self.root.chooser(self.config)  # a head trained with --rounds decides
+            backend = conductor_for()
+            return Conductor(backend, temperature=c.temperature, seed=c.seed, chooser=chooser)
+
+        # Made on the first re-plan: a replayed round runs its recorded workflow.
+        planner = _lazy(make_planner)
+
         for k in range(2, c.max_rounds + 1):
             self._check_cancel()
 
@@ -339,17 +365,25 @@ class _Run:
                 emit(RoundEvent(k, event))
 
             in_round(RunStarted(question))
+            prior = self.prior_rounds[k - 2] if k - 2 < len(self.prior_rounds) else None
             plan: Plan | None = None
             try:
-                in_round(PlanStarted(conductor.identity))
-                plan = planner.replan(question, infos, attachments, c.max_steps, workflow, answer)
-                source: Source = "cache" if plan.cached else "model"
-                in_round(
-                    PlanReady(plan.workflow, plan.seconds, source, plan.tokens_in, plan.tokens_out)
-                )
-                if not plan.workflow.steps:
+                if prior is not None and prior.workflow is not None:
+                    chosen = prior.workflow
+                    in_round(PlanReady(chosen, 0.0, "trace"))
+                else:
+                    in_round(PlanStarted(conductor_for().identity))
+                    plan = planner().replan(
+                        question, infos, attachments, c.max_steps, workflow, answer
+                    )
+                    chosen = plan.workflow
+                    source: Source = "cache" if plan.cached else "model"
+                    in_round(
+                        PlanReady(chosen, plan.seconds, source, plan.tokens_in, plan.tokens_out)
+                    )
+                if not chosen.steps:
                     in_round(RunFinished(answer))
-                    rounds.append(RoundResult(k, plan, (), answer, "kept"))
+                    rounds.append(RoundResult(k, plan, (), answer, "kept", chosen))
                     break
                 self._check_cancel()
                 seen = Attachment(f"answer of round {k - 1}", answer)
@@ -360,16 +394,18 @@ class _Run:
                     stream=self.options.stream,
                     cancel=self.options.cancel,
                 )
-                steps = engine.run(question, plan.workflow, [*attachments, seen])
+                keep = prior.keep if prior is not None else {}
+                steps = engine.run(question, chosen, [*attachments, seen], keep)
             except ConductorError as e:
                 in_round(RunFailed(str(e)))
                 notes.append(f"round {k} did not finish ({e}); the answer of round {k - 1} stands")
-                rounds.append(RoundResult(k, plan, (), answer, "failed"))
+                failed = plan.workflow if plan is not None else None
+                rounds.append(RoundResult(k, plan, (), answer, "failed", failed))
                 break
             answer = steps[-1].output
             in_round(RunFinished(answer))
-            rounds.append(RoundResult(k, plan, tuple(steps), answer, "corrected"))
-            workflow = plan.workflow
+            rounds.append(RoundResult(k, plan, tuple(steps), answer, "corrected", chosen))
+            workflow = chosen
         return answer
 
 

@@ -5,6 +5,11 @@
 - `rerun`: runs the recorded workflow again: `live` calls every worker anew, `from_step=K`
   keeps steps before K and recomputes from K, `resume` runs only the steps that never finished
   and writes them into the same trace.
+
+A trace with rounds (`ask --rounds N`): `live` and `from_step` run every recorded round's
+workflow again in turn (a round that kept the answer keeps it again; none is re-planned), and
+`resume` keeps every finished round and step, re-plans a round that stopped while planning, and
+goes on up to the run's recorded `max_rounds`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from conductor_cli.api import RunOptions, RunResult, TraceOptions, execute
+from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import TraceError, WorkflowError
 from conductor_cli.run.engine import StepResult
@@ -24,10 +29,11 @@ from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.storage.cache import CacheMode
 
 if TYPE_CHECKING:
+    from conductor_cli.runtime import Runtime
     from conductor_cli.server.wire import RunRequest
 
 
-def trace_workflow(record: dict[str, Any]) -> Workflow | None:
+def trace_workflow(record: dict[str, Any], path: Any = None) -> Workflow | None:
     wf = record.get("workflow")
     if not wf:
         return None
@@ -35,8 +41,51 @@ def trace_workflow(record: dict[str, Any]) -> Workflow | None:
         return Workflow(tuple(Step(s["worker"], s["task"], tuple(s["sees"])) for s in wf["steps"]))
     except (KeyError, TypeError) as e:
         raise TraceError(
-            f"{record.get('_path')}: the recorded workflow is damaged ({e})."
+            f"{path or record.get('_path')}: the recorded workflow is damaged ({e})."
         ) from None
+
+
+def _done_steps(record: dict[str, Any]) -> dict[int, StepResult]:
+    return {
+        int(s["index"]): StepResult.from_trace(s)
+        for s in record.get("steps") or []
+        if s.get("status") == "done"
+    }
+
+
+def trace_rounds(record: dict[str, Any]) -> list[PriorRound]:
+    """The later rounds a trace recorded (2, 3, ...), each with its finished steps."""
+    rounds = record.get("rounds") or []
+    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
+        raise TraceError(f"{record.get('_path')}: the recorded rounds are damaged.")
+    try:
+        return [PriorRound(trace_workflow(r, record.get("_path")), _done_steps(r)) for r in rounds]
+    except (KeyError, TypeError, ValueError) as e:
+        raise TraceError(f"{record.get('_path')}: a recorded round is damaged ({e}).") from None
+
+
+def recorded_max_rounds(record: dict[str, Any]) -> int:
+    """The run's max_rounds (traces before rounds: 1, or as many rounds as they hold)."""
+    recorded = (record.get("conductor") or {}).get("max_rounds")
+    rounds = 1 + len(record.get("rounds") or [])
+    return max(recorded, rounds) if isinstance(recorded, int) else rounds
+
+
+def _replayable(prior: list[PriorRound], worker_map: Mapping[str, str]) -> list[PriorRound]:
+    """The rounds a replay runs again: those up to the first with no recorded workflow, with
+    no step kept (every worker is called anew)."""
+    out = []
+    for r in prior:
+        if r.workflow is None:
+            break
+        out.append(PriorRound(remap(r.workflow, worker_map)))
+    return out
+
+
+def _with_rounds(config: Config, max_rounds: int) -> Config:
+    return dataclasses.replace(
+        config, conductor=dataclasses.replace(config.conductor, max_rounds=max_rounds)
+    )
 
 
 def trace_attachments(record: dict[str, Any]) -> list[Attachment]:
@@ -107,14 +156,16 @@ def live_request(
             "use --resume to plan and run it."
         )
     seed = int((record.get("conductor") or {}).get("seed", config.conductor.seed))
+    later = _replayable(trace_rounds(record), worker_map)
     return RunRequest(
         str(record["question"]),
         tuple((a.name, a.text) for a in trace_attachments(record)),
         remap(workflow, worker_map).to_dict(),
-        Overrides(seed=seed),
+        Overrides(seed=seed, max_rounds=1 + len(later)),
         CacheMode.REFRESH.value,
         source="trace",
         replay_of=record.get("id"),
+        rounds=tuple(r.workflow.to_dict() for r in later if r.workflow is not None),
     )
 
 
@@ -128,23 +179,27 @@ def rerun(
     worker_map: Mapping[str, str] | None = None,
     on_event: Subscriber | None = None,
     stream: bool = False,
+    runtime: Runtime | None = None,
 ) -> RunResult:
     question = str(record["question"])
     attachments = trace_attachments(record)
     workflow = trace_workflow(record)
     seed = int((record.get("conductor") or {}).get("seed", config.conductor.seed))
-    recorded = {
-        int(s["index"]): StepResult.from_trace(s)
-        for s in record.get("steps") or []
-        if s.get("status") == "done"
-    }
+    recorded = _done_steps(record)
+    prior = trace_rounds(record)
+    mapping = worker_map or {}
     if resume:
         if record.get("status") == "done":
             raise TraceError(f"trace {record.get('id')} is already complete; nothing to resume.")
-        # Keep every finished step; run the rest (and the plan, if it never finished).
+        # Keep every finished step and round; run the rest (and the plan, if it never
+        # finished), up to the rounds the run was asked for.
+        later = [
+            PriorRound(remap(r.workflow, mapping) if r.workflow else None, r.keep) for r in prior
+        ]
         return execute(
             question,
-            config=config,
+            config=_with_rounds(config, recorded_max_rounds(record)),
+            prior_rounds=later,
             attachments=attachments,
             workflow=remap(workflow, worker_map or {}) if workflow else None,
             keep=recorded if workflow else {},
@@ -152,6 +207,7 @@ def rerun(
             options=RunOptions(seed=seed, stream=stream),
             trace=TraceOptions(base=record),
             workflow_source="trace",
+            runtime=runtime,
         )
     if workflow is None:
         raise TraceError(
@@ -170,9 +226,11 @@ def rerun(
                 f"--from-step {from_step}: steps {missing} never finished in the trace."
             )
         keep = {i: recorded[i] for i in range(from_step)}
+    later = _replayable(prior, mapping)
     return execute(
         question,
-        config=config,
+        config=_with_rounds(config, 1 + len(later)),
+        prior_rounds=later,
         attachments=attachments,
         workflow=remap(workflow, worker_map or {}),
         keep=keep,
@@ -180,4 +238,5 @@ def rerun(
         options=RunOptions(CacheMode.REFRESH, stream=stream, seed=seed),
         trace=TraceOptions(extra={"replay_of": record.get("id")}),
         workflow_source="trace",
+        runtime=runtime,
     )

@@ -5,7 +5,10 @@ sees the earlier answer. The CLI: --rounds bounds, budgets across rounds, offlin
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import time
 from pathlib import Path
 
 from conductor_cli.api import NO_TRACE, ask
@@ -13,7 +16,7 @@ from conductor_cli.config.settings import load_config, with_conductor
 from conductor_cli.runtime import Runtime
 from conductor_cli.storage.trace import load_trace
 
-from .conftest import FAST_CONFIG, assert_one_line_error, run_cli
+from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 
 QUESTION = "What is the capital of France?"
 
@@ -67,3 +70,65 @@ def test_rounds_on_the_command_line(tmp_path: Path, gguf_path: Path) -> None:
     replay = run_cli("replay", Path(doc["trace"]).stem)
     assert replay.returncode == 0, replay.stderr
     assert replay.stdout.strip() == doc["answer"].strip()
+
+
+def test_ctrl_c_in_a_corrective_round_then_resume_and_replay_live(
+    tmp_path: Path, isolated_home: Path, gguf_path: Path
+) -> None:
+    config = tmp_path / "slow.toml"
+    config.write_text(FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 160"), encoding="utf-8")
+    record = None
+    for seed in range(8):  # until round 2 corrects (a kept answer ends the run at once)
+        proc = start_cli(
+            "ask", "--config", str(config), "--no-server", "--rounds", "2", "--seed", str(seed),
+            QUESTION,
+        )  # fmt: skip
+        trace_file = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            traces = isolated_home / "data" / "conductor" / "traces"
+            found = sorted(traces.glob("*.json"), key=lambda p: p.stat().st_mtime)
+            if found:
+                trace_file = found[-1]
+                with contextlib.suppress(ValueError):
+                    rounds = json.loads(trace_file.read_text()).get("rounds") or []
+                    if rounds and (rounds[0]["workflow"] or {}).get("steps"):
+                        proc.send_signal(signal.SIGINT)
+                        break
+            time.sleep(0.05)
+        proc.communicate(timeout=60)
+        if proc.returncode == 130 and trace_file is not None:
+            record = load_trace(trace_file)
+            if record["status"] == "interrupted" and record.get("rounds"):
+                break
+        record = None
+    assert record is not None, "round 2 never corrected in 8 seeds"
+    # Ctrl-C in round 2 kept round 1 whole in the trace.
+    assert all(s["status"] == "done" for s in record["steps"])
+    first = [s["output"] for s in record["steps"]]
+    planned = record["rounds"][0]["workflow"]
+    undone = [s for s in record["rounds"][0]["steps"] if s["status"] != "done"]
+    assert undone
+
+    resumed = run_cli("replay", "--resume", "--config", str(config), "--json", record["id"])
+    assert resumed.returncode == 0, resumed.stderr
+    doc = json.loads(resumed.stdout)
+    # Only round 2's unfinished steps called a model: no new plan, round 1 from the trace.
+    assert doc["totals"]["model_calls"] == len(undone)
+    assert [s["source"] for s in doc["steps"]] == ["trace"] * len(first)
+    assert [r["decision"] for r in doc["rounds"]] == ["corrected"]
+    final = load_trace(Path(doc["trace"]))
+    assert final["id"] == record["id"] and final["status"] == "done"
+    assert [s["output"] for s in final["steps"]] == first
+    assert final["rounds"][0]["workflow"] == planned
+    assert final["answer"] == final["rounds"][0]["steps"][-1]["output"]
+
+    # replay --live runs both rounds' recorded workflows again: workers only, no conductor.
+    live = run_cli(
+        "replay", "--live", "--no-server", "--config", str(config), "--json", record["id"]
+    )
+    assert live.returncode == 0, live.stderr
+    again = json.loads(live.stdout)
+    assert again["workflow"] == record["workflow"]
+    assert [r["workflow"] for r in again["rounds"]] == [planned]
+    assert again["totals"]["model_calls"] == len(first) + len(planned["steps"])

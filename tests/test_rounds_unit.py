@@ -76,6 +76,9 @@ class FakeRuntime:
     def chooser(self, config: Config) -> None:
         return None
 
+    def pull_missing(self, config: Config, *, conductor: bool = True) -> list[str]:
+        return []
+
 
 def run(
     replans: Sequence[str],
@@ -240,3 +243,96 @@ def test_eval_spells_rounds_on_conductor_strategies() -> None:
     ]:
         with pytest.raises(InputError, match=words):
             parse_strategies(bad, config)
+
+
+FIX2 = json.dumps(
+    {
+        "steps": [
+            {"worker": "w", "task": "Check the earlier answer.", "sees": []},
+            {"worker": "w", "task": "Give the final answer.", "sees": [0]},
+        ]
+    }
+)
+
+
+def checker(request: Request) -> str:
+    return "51" if "answer of round 1" in user_text(request) else "50"
+
+
+def test_replay_live_runs_every_recorded_round_again_without_re_planning(tmp_path: Any) -> None:
+    from conductor_cli.replay import rerun
+    from conductor_cli.storage.trace import load_trace
+
+    first, _, _ = run([FIX, KEEP], checker, trace=TraceOptions(directory=tmp_path))
+    assert first.trace_path is not None
+    record = load_trace(first.trace_path)
+    assert record["conductor"]["max_rounds"] == 3
+
+    def no_plan(request: Request) -> str:
+        raise AssertionError("a replay never asks the conductor")
+
+    fake = FakeRuntime(FakeBackend(reply=no_plan), FakeBackend(checker))
+    config = Config(workers=(WorkerConfig("w", "fake:w"),))  # max_rounds 1: the trace decides
+    root: Any = fake
+    again = rerun(record, config=config, live=True, runtime=root)
+    assert fake.model.calls == 0 and fake.worker.calls == 2  # round 1's step, round 2's step
+    assert [r.decision for r in again.rounds] == ["corrected", "kept"]
+    assert again.answer == "51" and again.steps[0].output == "50"
+    assert any("50" in m["content"] for m in fake.worker.requests[1].messages)
+    replayed = load_trace(again.trace_path) if again.trace_path else {}
+    assert [r["decision"] for r in replayed["rounds"]] == ["corrected", "kept"]
+    assert replayed["replay_of"] == record["id"]
+
+
+def test_resume_keeps_every_finished_round_and_step_and_goes_on(tmp_path: Any) -> None:
+    import threading
+    import time
+
+    from conductor_cli.errors import RunCancelled
+    from conductor_cli.replay import rerun
+    from conductor_cli.storage.trace import load_trace
+
+    cancel = threading.Event()
+
+    def interrupted_in_round_2(request: Request) -> str:
+        text = user_text(request)
+        if "answer of round 1" not in text:
+            return "50"
+        if "Give the final answer" in text:
+            cancel.set()  # Ctrl-C while round 2's second step runs
+            time.sleep(1.0)
+        return "51"
+
+    fake = FakeRuntime(
+        FakeBackend(reply=conductor_script([FIX2])), FakeBackend(interrupted_in_round_2)
+    )
+    config = Config(
+        conductor=ConductorSettings(max_steps=2, max_rounds=3),
+        workers=(WorkerConfig("w", "fake:w"),),
+    )
+    root: Any = fake
+    with pytest.raises(RunCancelled):
+        _Run(
+            root, config, RunOptions(cancel=cancel), TraceOptions(directory=tmp_path), None
+        ).execute(QUESTION, (), None, {}, "model")
+    (path,) = tmp_path.glob("*.json")
+    record = load_trace(path)
+    assert record["status"] == "interrupted"
+    assert record["steps"][0]["output"] == "50"
+    assert [s["status"] for s in record["rounds"][0]["steps"]] == ["done", "interrupted"]
+
+    # Resume: round 1 and round 2's first step are kept; round 2's second step runs, then
+    # round 3 (within the recorded max_rounds 3) re-plans and keeps the answer.
+    later = FakeRuntime(FakeBackend(reply=conductor_script([KEEP])), FakeBackend("51"))
+    root = later
+    plain = Config(workers=(WorkerConfig("w", "fake:w"),))
+    result = rerun(record, config=plain, resume=True, runtime=root)
+    assert later.worker.calls == 1 and later.model.calls == 1
+    assert "Give the final answer" in user_text(later.worker.requests[0])
+    assert [r.decision for r in result.rounds] == ["corrected", "kept"]
+    assert result.answer == "51"
+    done = load_trace(path)  # the same file, finished
+    assert done["status"] == "done" and done["answer"] == "51"
+    assert done["steps"][0]["output"] == "50"
+    assert [r["decision"] for r in done["rounds"]] == ["corrected", "kept"]
+    assert [s["status"] for s in done["rounds"][0]["steps"]] == ["done", "done"]

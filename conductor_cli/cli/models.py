@@ -83,7 +83,7 @@ def list_models(
 def _trained_row(trained: Any) -> dict[str, Any]:
     record = trained.record
     after = [e for e in record.get("evaluations", []) if e.get("when") == "after"]
-    score = f"held-out accuracy {after[0]['accuracy']:.2f}" if after else "not evaluated"
+    score = f"held-out accuracy {after[-1]['accuracy']:.2f}" if after else "not evaluated"
     return {
         "name": trained.name,
         "trained": True,

@@ -45,6 +45,14 @@ def train_cmd(
             "conductor) or fixed (the words the rewards were measured with).",
         ),
     ] = "written",
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds",
+            help="head: rounds the trained conductor plays (1-4); 2 or more also learns when "
+            "to keep the team's answer and when to correct it.",
+        ),
+    ] = 1,
     scorer: ScorerOption = "exact",
     limit: Annotated[
         int | None,
@@ -148,6 +156,7 @@ def train_cmd(
         explore=explore,
         device=device,
         tasks=tasks,
+        rounds=rounds,
     )
     with _Display() as display:
         try:
@@ -165,7 +174,6 @@ def train_cmd(
 
 
 def summary(record: dict[str, Any]) -> str:
-    evaluations = {e["when"]: e for e in record.get("evaluations", [])}
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
     table = record.get("reward_table")
     if table:
@@ -195,20 +203,49 @@ def summary(record: dict[str, Any]) -> str:
             f"  export check: {export['identical']} of {export['prompts']} greedy continuations "
             "identical in llama.cpp and torch"
         )
-    for when, label in (("before", "untrained"), ("after", "trained")):
-        if when in evaluations:
-            e = evaluations[when]
+    rounds = record.get("round_table")
+    if rounds:
+        lines.append(
+            f"  rounds: {rounds['situations']} first answers ({rounds['first_right']} right), "
+            f"{rounds['runs']} corrective runs; on them the round head keeps "
+            f"{_share(rounds['kept_share_first_right'])} of right and "
+            f"{_share(rounds['kept_share_first_wrong'])} of wrong first answers"
+        )
+        cv = rounds.get("cross_validation")
+        if cv:
             lines.append(
-                f"  held-out, {label}: accuracy {e['accuracy']:.3f}, reward {e['reward']:.3f} "
-                f"({e['n']} questions)"
+                f"  round head cross-validated ({cv['folds']} folds): reward {cv['head_reward']} "
+                f"vs always keeping {cv['keep_reward']}: "
+                + ("the head decides" if cv["used"] == "head" else "it always keeps the answer")
             )
+    labels = {"before": "untrained", "after": "trained"}
+    for e in record.get("evaluations", []):
+        if e.get("when") not in labels:
+            continue
+        used = ""
+        if "max_rounds" in e:
+            used = f", up to {e['max_rounds']} rounds (mean {e['rounds']:.2f} used)"
+        lines.append(
+            f"  held-out, {labels[e['when']]}{used}: accuracy {e['accuracy']:.3f}, reward "
+            f"{e['reward']:.3f} ({e['n']} questions)"
+        )
     if not record.get("dataset", {}).get("held_out"):
         lines.append(
             "  nothing held out (--holdout 0): prove it on a file of its own with "
             f"conductor eval ... --strategies conductor,conductor:{record['name']},knn-router"
         )
     lines.append(f"  use it: conductor config set conductor.model {record['name']}")
+    trained_rounds = record.get("hyperparameters", {}).get("rounds", 1)
+    if trained_rounds > 1:
+        lines.append(
+            f"  and its rounds: conductor config set conductor.max_rounds {trained_rounds} "
+            f"(or ask ... --rounds {trained_rounds})"
+        )
     return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 class _Display:

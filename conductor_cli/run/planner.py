@@ -162,7 +162,9 @@ def replan_messages(
     answer: str,
 ) -> tuple[dict[str, str], ...]:
     """Round k > 1: the first round's conversation, its workflow as the conductor's reply, then
-    the team's answer (cut to ANSWER_BUDGET_CHARS) and the choice: keep it, or correct it."""
+    the choice (keep the answer, or correct it) and last the team's answer (cut to
+    ANSWER_BUDGET_CHARS). The answer comes last so that the prompt's final hidden state, which
+    a head trained with `--rounds` decides from, has just read it (train/round_head.py)."""
     shown = answer.strip()[:ANSWER_BUDGET_CHARS]
     if len(answer.strip()) > ANSWER_BUDGET_CHARS:
         shown += " …(cut)"
@@ -171,10 +173,10 @@ def replan_messages(
         {"role": "assistant", "content": previous.to_json()},
         {
             "role": "user",
-            "content": f"Your team ran that workflow. Its final answer:\n{shown}\n\n"
-            f"If the answer is right and complete, reply {KEEP_REPLY} to keep it. Otherwise "
-            "reply with a corrective workflow: every step of it reads that answer too, so a "
-            "step can check it or fix it.",
+            "content": "Your team ran that workflow. If its final answer below is right and "
+            f"complete, reply {KEEP_REPLY} to keep it. Otherwise reply with a corrective "
+            "workflow: every step of it reads that answer too, so a step can check it or fix "
+            f"it.\n\nYour team's final answer:\n{shown}",
         },
     )
 
@@ -197,6 +199,11 @@ class ShapeChooser(Protocol):
     planning prompt; the conductor then writes only the tasks (see train/chooser.py)."""
 
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str: ...
+
+    def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        """A later round's decision from the re-planning prompt: the empty workflow (keep the
+        answer) or a corrective shape; None when it was not trained for rounds."""
+        ...
 
     def close(self) -> None: ...
 
@@ -248,8 +255,12 @@ class Conductor:
         messages = replan_messages(question, pool, attachments, max_steps, previous, answer)
         grammar = None
         if self.backend.supports_grammar:
-            # A trained chooser decides first rounds' shapes; a re-plan is the conductor's own.
-            grammar = gbnf_grammar([w.name for w in pool], max_steps, allow_empty=True)
+            # A chooser trained with rounds decides keep or the corrective shape; otherwise the
+            # re-plan is the conductor's own.
+            if self.chooser is not None:
+                grammar = self.chooser.replan_grammar(messages)
+            if grammar is None:
+                grammar = gbnf_grammar([w.name for w in pool], max_steps, allow_empty=True)
         return self._plan(messages, pool, max_steps, grammar, replan=True)
 
     def _plan(

@@ -140,7 +140,8 @@ class RunState:
                         step.nested = RunState()
                     return step.nested.apply(event.event)
             case RunStarted():
-                self.question = event.question
+                # A resumed run (or round) starts again where an interrupted one ended.
+                self.question, self.status, self.error = event.question, "running", None
             case PlanStarted():
                 self.conductor, self.planning, self.plan_started = (
                     event.conductor,

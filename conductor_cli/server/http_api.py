@@ -18,7 +18,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
-from conductor_cli.api import RunOptions, RunResult, TraceOptions, execute
+from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import (
     CONDUCTOR_WORKER,
     MAX_STEPS_LIMIT,
@@ -166,11 +166,15 @@ def run_request(
             seed=o.seed,
         )
         workflow = None
+        names = [w.name for w in config.workers]
         if request.workflow is not None:
-            names = [w.name for w in config.workers]
             if config.conductor.max_depth > 0:
                 names.append(CONDUCTOR_WORKER)
             workflow = parse_workflow(json.dumps(request.workflow), names, MAX_STEPS_LIMIT)
+        prior = [
+            PriorRound(parse_workflow(json.dumps(r), names, MAX_STEPS_LIMIT, allow_empty=True))
+            for r in request.rounds
+        ]
         options = RunOptions(
             CacheMode(request.cache_mode),
             stream=request.stream,
@@ -189,6 +193,7 @@ def run_request(
             trace=TraceOptions(extra=extra),
             workflow_source=request.source,  # type: ignore[arg-type]
             runtime=runtime,
+            prior_rounds=prior,
         )
 
 

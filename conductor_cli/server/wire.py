@@ -41,6 +41,8 @@ class RunRequest:
     max_calls: int | None = None
     source: str = "model"  # where the given workflow came from: "model" or "trace" (replay)
     replay_of: str | None = None  # the trace a `replay --live` runs again
+    # `replay --live` of a trace with rounds: each later round's recorded workflow (2, 3, ...)
+    rounds: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +90,9 @@ class RunRequest:
         source = raw.get("source", "model")
         if source not in ("model", "trace"):
             raise ValueError("'source' must be model or trace")
+        rounds = raw.get("rounds") or []
+        if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
+            raise ValueError("'rounds' must be a list of workflow objects")
         return cls(
             question,
             tuple(attachments),
@@ -99,6 +104,7 @@ class RunRequest:
             _opt(raw, "max_calls", int),
             source,
             _opt(raw, "replay_of", str),
+            tuple(rounds),
         )
 
 

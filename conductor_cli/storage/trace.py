@@ -124,6 +124,7 @@ class TraceWriter:
                 "temperature": c.temperature,
                 "seed": c.seed,
                 "max_steps": c.max_steps,
+                "max_rounds": c.max_rounds,  # resume continues up to it (older traces: 1)
             },
             "pool": pool_record(config),
             "workflow": None,

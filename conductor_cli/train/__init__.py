@@ -36,6 +36,13 @@ def train(
             f"--tasks {options.tasks}: only the head method fixes the words; the LoRA methods "
             "train the conductor that writes them (leave --tasks out)"
         )
+    if method != "head" and options.rounds != 1:
+        from conductor_cli.errors import InputError
+
+        raise InputError(
+            f"--rounds {options.rounds}: only the head method learns rounds (when to keep the "
+            "team's answer); leave --rounds out with --method " + method
+        )
     if method != "head":
         from conductor_cli.train.lora_method import train_lora
 

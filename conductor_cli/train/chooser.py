@@ -22,10 +22,19 @@ TASKS = ("written", "fixed")
 
 
 class HeadChooser:
-    def __init__(self, head: Head, features: PromptFeatures, tasks: str = "written") -> None:
+    def __init__(
+        self,
+        head: Head,
+        features: PromptFeatures,
+        tasks: str = "written",
+        round_head: Head | None = None,
+    ) -> None:
         self.head = head
         self.features = features
         self.tasks = tasks
+        # `train --rounds N`: from the re-planning prompt (the team's answer in it), the empty
+        # shape (keep the answer) or a corrective one.
+        self.round_head = round_head
 
     @classmethod
     def load(
@@ -36,7 +45,10 @@ class HeadChooser:
         settings: ConductorSettings,
     ) -> HeadChooser:
         head = Head.load(trained.head_path)
-        missing = sorted({w for s in head.shapes for w in s.workers} - set(pool))
+        round_path = trained.round_head_path
+        round_head = Head.load(round_path) if round_path is not None else None
+        shapes = [*head.shapes, *(round_head.shapes if round_head else ())]
+        missing = sorted({w for s in shapes for w in s.workers} - set(pool))
         if missing:
             raise WorkflowError(
                 f"conductor.model {trained.name!r} was trained for the pool "
@@ -53,13 +65,21 @@ class HeadChooser:
         features = PromptFeatures(
             base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
         )
-        return cls(head, features, tasks)
+        return cls(head, features, tasks, round_head)
 
     def choose(self, messages: tuple[dict[str, str], ...]) -> Shape:
         return self.head.choose(self.features(messages))
 
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
-        shape = self.choose(messages)
+        return self._grammar(self.choose(messages))
+
+    def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        if self.round_head is None:
+            return None
+        return self._grammar(self.round_head.choose(self.features(messages)))
+
+    def _grammar(self, shape: Shape) -> str:
+        # The empty shape (keep) makes the one sentence {"steps": []} either way.
         return fixed_grammar(shape) if self.tasks == "fixed" else shape_grammar(shape)
 
     def close(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from conductor_cli import waiting
-from conductor_cli.config.settings import Config
+from conductor_cli.config.settings import MAX_ROUNDS_LIMIT, Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
@@ -35,6 +35,7 @@ from conductor_cli.train import registry
 from conductor_cli.train.chooser import TASKS
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head, best_fixed_shape, evolve, fit_pca
+from conductor_cli.train.round_head import train_round_head
 from conductor_cli.train.session import (
     Checkpoint,
     OnProgress,
@@ -145,6 +146,8 @@ def train_head(
     name, final = target(options)
     if options.repeats < 1:
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
+    if not 1 <= options.rounds <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"--rounds {options.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
     if options.tasks not in TASKS:
         raise InputError(f"--tasks {options.tasks!r}: use one of {', '.join(TASKS)}")
     check_keys(config)
@@ -161,6 +164,7 @@ def train_head(
         "repeats": options.repeats,
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
+        **({"rounds": options.rounds} if options.rounds > 1 else {}),
     }
     work = work_dir(name)
     prepare(work, options, meta)
@@ -182,7 +186,13 @@ def train_head(
         before = None
         if options.evaluate_before:
             before = held_out_score(
-                runner, held_out, c.model, options, "untrained conductor", on_progress
+                runner,
+                held_out,
+                c.model,
+                options,
+                "untrained conductor",
+                on_progress,
+                options.rounds,
             )
         x = np.stack(hidden).astype(np.float64)
         mean, scale, components = fit_pca(x, options.pca_dims)
@@ -207,8 +217,23 @@ def train_head(
         head = replace(head0, weights=weights)
         picks = np.argmax(inputs @ weights, axis=1)
         fixed, fixed_reward = best_fixed_shape(table, shapes)
+        round_head = round_part = None
+        if options.rounds > 1:
+            round_head, round_part = train_round_head(
+                runner,
+                base.path,
+                training,
+                [shapes[i] for i in picks],
+                shapes,
+                options,
+                work,
+                on_progress,
+                TIE_BREAK,
+            )
         staged = stage(work)
         head.save(staged / registry.HEAD)
+        if round_head is not None:
+            round_head.save(staged / registry.ROUND_HEAD)
         record: dict[str, Any] = {
             **record_head(
                 config, name, "head", base_spec, options, data_file, problems, training, held_out
@@ -223,6 +248,7 @@ def train_head(
                 "cost_weight": options.cost_weight,
                 "optimizer": "sep-CMA-ES (cma)",
                 "tasks": options.tasks,
+                "rounds": options.rounds,
             },
             "reward_table": {
                 "workflow_runs": len(training) * len(shapes) * options.repeats,
@@ -233,6 +259,7 @@ def train_head(
                 "head_train_reward": round(float(table[np.arange(len(training)), picks].mean()), 4),
                 "oracle_train_reward": round(float(table.max(axis=1).mean()), 4),
             },
+            **({"round_table": round_part} if round_part else {}),
             "curve": curve,
             "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
             "device": "cpu (llama.cpp)",
@@ -240,9 +267,12 @@ def train_head(
         }
         write_json(staged / registry.RECORD, record)
         install(work, final, options.force or options.resume)
-        after = held_out_score(runner, held_out, name, options, "trained conductor", on_progress)
-        if after is not None:
-            record["evaluations"].append({"when": "after", **after.to_dict()})
+        # With rounds, the trained conductor in one round too: what its later rounds add.
+        for rounds in sorted({1, options.rounds}):
+            label = "trained conductor" + (f", {rounds} rounds" if options.rounds > 1 else "")
+            after = held_out_score(runner, held_out, name, options, label, on_progress, rounds)
+            if after is not None:
+                record["evaluations"].append({"when": "after", **after.to_dict()})
         record["wall_seconds"] = round(time.monotonic() - started, 1)
         write_json(final / registry.RECORD, record)
         shutil.rmtree(work, ignore_errors=True)

@@ -109,6 +109,9 @@ class FixedShape:
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
         return shape_grammar(self.shape)
 
+    def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        return None  # the LoRA methods train first rounds only
+
     def close(self) -> None:
         pass
 

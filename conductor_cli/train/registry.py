@@ -19,6 +19,7 @@ from conductor_cli.storage import paths
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RECORD = "record.json"
 HEAD = "head.json"
+ROUND_HEAD = "round_head.json"  # `train --rounds N`: keep or correct, from the re-planning prompt
 ADAPTER = "adapter.gguf"  # the LoRA methods: what llama.cpp applies to the base GGUF
 
 
@@ -60,6 +61,17 @@ class TrainedConductor:
         return self.directory / HEAD
 
     @property
+    def round_head_path(self) -> Path | None:
+        """The head that decides later rounds, for a head trained with --rounds >= 2."""
+        path = self.directory / ROUND_HEAD
+        return path if path.is_file() else None
+
+    @property
+    def rounds(self) -> int:
+        """The rounds it was trained for (1 unless trained with --rounds)."""
+        return int(self.record.get("hyperparameters", {}).get("rounds", 1))
+
+    @property
     def adapter_path(self) -> Path | None:
         """The LoRA adapter in GGUF, for the LoRA methods; None for a head."""
         path = self.directory / ADAPTER
@@ -73,7 +85,8 @@ class TrainedConductor:
     def identity(self) -> str:
         """sha256 of its record and its trained part: changes when it is trained again."""
         digest = hashlib.sha256()
-        for part in (self.directory / RECORD, self.head_path, self.directory / ADAPTER):
+        parts = (RECORD, HEAD, ROUND_HEAD, ADAPTER)
+        for part in (self.directory / p for p in parts):
             if part.is_file():
                 digest.update(part.name.encode() + b"\0" + part.read_bytes())
         return digest.hexdigest()[:16]

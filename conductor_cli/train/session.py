@@ -29,6 +29,7 @@ from conductor_cli.evals.records import Problem
 from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
+from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, pull_models_for
 from conductor_cli.storage import paths
@@ -70,6 +71,9 @@ class TrainOptions:
     rank: int = 16
     explore: float = 0.25  # share of a question's samples whose shape is drawn uniformly
     device: str = "auto"  # auto | cpu | cuda
+    # head: rounds the trained conductor plays; >= 2 also trains the round head (keep the
+    # team's answer or correct it), rewarded on the answer after the last round
+    rounds: int = 1
 
 
 @dataclass(frozen=True)
@@ -92,15 +96,26 @@ class HeldOut:
     n: int
     by_category: dict[str, float]
     shapes: dict[str, int]  # workflow shape label -> how many questions got it
+    max_rounds: int = 1
+    rounds: float = 1.0  # mean rounds whose workflow ran (a round that kept the answer ran none)
+    # max_rounds >= 2: round 2's decisions after a right and after a wrong first answer
+    second_round: dict[str, dict[str, int]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "accuracy": round(self.accuracy, 4),
             "reward": round(self.reward, 4),
             "n": self.n,
             "by_category": {k: round(v, 4) for k, v in self.by_category.items()},
             "shapes": self.shapes,
         }
+        if self.max_rounds > 1:
+            out |= {
+                "max_rounds": self.max_rounds,
+                "rounds": round(self.rounds, 3),
+                "second_round": self.second_round,
+            }
+        return out
 
 
 def split(problems: Sequence[Problem], holdout: float, seed: int) -> tuple[list, list]:
@@ -145,13 +160,19 @@ class Runner:
         self.sandbox = Sandbox() if any(p.kind == "code" for p in problems) else None
 
     def run(
-        self, problem: Problem, workflow: Workflow | None, seed: int, config: Config | None = None
+        self,
+        problem: Problem,
+        workflow: Workflow | None,
+        seed: int,
+        config: Config | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> tuple[RunResult | None, bool]:
         """(the run, whether its answer is right); (None, False) when the run failed."""
         try:
             run = execute(
                 problem.question,
                 config=config or self.config,
+                attachments=attachments,
                 workflow=workflow,
                 options=RunOptions(seed=seed),
                 trace=NO_TRACE,
@@ -205,23 +226,32 @@ def held_out_score(
     options: TrainOptions,
     label: str,
     on_progress: OnProgress,
+    max_rounds: int = 1,
 ) -> HeldOut | None:
-    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question;
-    None when nothing is held out (`--holdout 0`)."""
+    """The conductor `conductor_model` planning (greedy, as `ask` does) on every question, in
+    at most `max_rounds` rounds; None when nothing is held out (`--holdout 0`)."""
     if not held_out:
         return None
-    settings = replace(runner.config.conductor, model=conductor_model)
+    settings = replace(runner.config.conductor, model=conductor_model, max_rounds=max_rounds)
     config = replace(runner.config, conductor=settings)
     rewards: list[float] = []
     right: list[bool] = []
+    used: list[int] = []
     shapes: Counter[str] = Counter()
     by_category: dict[str, list[bool]] = {}
+    second: dict[str, Counter[str]] = {"first_right": Counter(), "first_wrong": Counter()}
     for i, problem in enumerate(held_out):
         run, correct = runner.run(problem, None, config.conductor.seed, config)
         rewards.append(reward_of(run, correct, options.cost_weight))
         right.append(correct)
         if run is not None:
             shapes[run.workflow.shape] += 1
+            used.append(1 + sum(r.decision == "corrected" for r in run.rounds))
+            if run.rounds and run.steps:
+                first, _, _ = scoring.score(problem, run.steps[-1].output, runner.sandbox)
+                side = second["first_right" if first else "first_wrong"]
+                side["n"] += 1
+                side[run.rounds[0].decision] += 1
         by_category.setdefault(problem.category or "all", []).append(correct)
         on_progress(Progress("held-out", i + 1, len(held_out), label))
     return HeldOut(
@@ -230,6 +260,9 @@ def held_out_score(
         n=len(held_out),
         by_category={k: float(np.mean(v)) for k, v in sorted(by_category.items())},
         shapes=dict(shapes.most_common()),
+        max_rounds=max_rounds,
+        rounds=float(np.mean(used)) if used else 0.0,
+        second_round={k: dict(v) for k, v in second.items()} if max_rounds > 1 else None,
     )
 
 

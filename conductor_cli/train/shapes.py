@@ -32,7 +32,9 @@ class Shape:
 
     @property
     def label(self) -> str:
-        """`w0`, `w0 > w1`, `w0 > w1<0` (step 2 sees step 1)."""
+        """`w0`, `w0 > w1`, `w0 > w1<0` (step 2 sees step 1); `keep` for the empty shape."""
+        if not self.workers:
+            return "keep"
         parts = []
         for worker, sees in zip(self.workers, self.sees, strict=True):
             parts.append(worker + ("<" + ",".join(map(str, sees)) if sees else ""))
@@ -86,6 +88,10 @@ def enumerate_shapes(
     return shapes
 
 
+# A later round's empty workflow: keep the team's answer (`train --rounds`).
+KEEP = Shape((), ())
+
+
 def _lit(text: str) -> str:
     return json.dumps(text)
 
@@ -93,7 +99,9 @@ def _lit(text: str) -> str:
 def shape_grammar(shape: Shape) -> str:
     """A llama.cpp grammar whose sentences are workflows of exactly this shape: the workers and
     what each step sees are fixed, the conductor writes only the tasks (the same word bounds as
-    the pool's grammar)."""
+    the pool's grammar). The empty shape's one sentence is the keep reply."""
+    if not shape.workers:
+        return fixed_grammar(shape)
     steps = []
     for worker, sees in zip(shape.workers, shape.sees, strict=True):
         head = json.dumps({"worker": worker})[:-1] + ', "task": '
