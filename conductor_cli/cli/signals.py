@@ -111,7 +111,7 @@ def _unsafe(frame: FrameType | None) -> bool:
     """Whether an exception raised at `frame` could be dropped or leave a lock held."""
     if frame is not None and _is_importlib(frame.f_code):
         return True  # importlib's own steps (an exception from the module's code is fine)
-    if isinstance(sys.exc_info()[1], GeneratorExit):
+    if _in_generator_cleanup():
         return True  # a generator's cleanup, maybe closed by the collector
     callbacks = {getattr(callback, "__code__", None) for callback in gc.callbacks}
     while frame is not None:
@@ -125,6 +125,20 @@ def _unsafe(frame: FrameType | None) -> bool:
         ):
             return True
         frame = frame.f_back
+    return False
+
+
+def _in_generator_cleanup() -> bool:
+    """Whether the exception being handled is a generator's GeneratorExit, or was raised while
+    one was being handled (code inside the cleanup catching its own error, e.g. pathlib's
+    `exists()` catching FileNotFoundError): its context chain holds the GeneratorExit."""
+    error: BaseException | None = sys.exc_info()[1]
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, GeneratorExit):
+            return True
+        seen.add(id(error))
+        error = error.__context__
     return False
 
 
