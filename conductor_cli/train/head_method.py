@@ -17,14 +17,12 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from conductor_cli import waiting
 from conductor_cli.config.settings import MAX_ROUNDS_LIMIT, Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
@@ -37,7 +35,7 @@ from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head, best_fixed_shape, evolve, fit_pca
 from conductor_cli.train.round_head import train_round_head
 from conductor_cli.train.session import (
-    Checkpoint,
+    SEED_STRIDE,
     OnProgress,
     Progress,
     Runner,
@@ -51,6 +49,7 @@ from conductor_cli.train.session import (
     record_head,
     resolve_base,
     reward_of,
+    run_checkpointed,
     split_problems,
     stage,
     target,
@@ -84,7 +83,6 @@ def _reward_table(
     ]
     total = len(training) * len(shapes) * options.repeats
     resumed = total - len(jobs)
-    calls = 0
     finished = resumed
     on_progress(Progress("rewards", finished, total, f"{len(shapes)} shapes"))
     seed0 = runner.config.conductor.seed
@@ -92,7 +90,7 @@ def _reward_table(
     def one(job: tuple[int, int, int]) -> dict[str, Any]:
         qi, si, r = job
         problem = training[qi]
-        run, correct = runner.run(problem, shapes[si].workflow(), seed0 + 7919 * r)
+        run, correct = runner.run(problem, shapes[si].workflow(), seed0 + SEED_STRIDE * r)
         return {
             "q": problem.id,
             "shape": si,
@@ -102,23 +100,13 @@ def _reward_table(
             "calls": run.model_calls if run else 0,
         }
 
-    with (
-        Checkpoint(checkpoint) as out,
-        ThreadPoolExecutor(max_workers=options.concurrency) as pool,
-    ):
-        futures = [pool.submit(one, job) for job in jobs]
-        try:
-            for future in futures:
-                row = waiting.result(future)
-                out.append(row)
-                done[(row["q"], row["shape"], row["repeat"])] = row
-                calls += row["calls"]
-                finished += 1
-                on_progress(Progress("rewards", finished, total, f"{len(shapes)} shapes"))
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    def on_row(row: dict[str, Any]) -> None:
+        nonlocal finished
+        done[(row["q"], row["shape"], row["repeat"])] = row
+        finished += 1
+        on_progress(Progress("rewards", finished, total, f"{len(shapes)} shapes"))
+
+    calls = run_checkpointed(jobs, one, checkpoint, options.concurrency, on_row)
     table = np.zeros((len(training), len(shapes)))
     for qi, problem in enumerate(training):
         for si in range(len(shapes)):

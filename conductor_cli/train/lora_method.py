@@ -43,6 +43,7 @@ from conductor_cli.train import registry
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.examples import Encoder, Example
 from conductor_cli.train.session import (
+    SEED_STRIDE,
     Checkpoint,
     HeldOut,
     OnProgress,
@@ -153,7 +154,7 @@ class Sampler:
         calls = 0
         for r in range(self.options.repeats):
             run, correct = self.runner.run(
-                problem, plan.workflow, self.runner.config.conductor.seed + 7919 * r
+                problem, plan.workflow, self.runner.config.conductor.seed + SEED_STRIDE * r
             )
             rewards.append(reward_of(run, correct, self.options.cost_weight))
             right.append(correct)

@@ -38,19 +38,19 @@ from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head, evolve, fit_pca
 from conductor_cli.train.reward import reward
 from conductor_cli.train.session import (
-    Checkpoint,
+    SEED_STRIDE,
     OnProgress,
     Progress,
     Runner,
     TrainOptions,
     read_checkpoint,
     reward_of,
+    run_checkpointed,
 )
 from conductor_cli.train.shapes import KEEP, Shape
 
 CHECKPOINT = "rounds.jsonl"
 FOLDS = 4
-SEED_STRIDE = 7919  # the reward table's: repeat r runs with seed + SEED_STRIDE * r
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ def round_table(
     ]
     total = len(situations) * (len(actions) - 1)
     resumed = total - len(jobs)
-    finished, calls = resumed, 0
+    finished = resumed
     on_progress(Progress("round rewards", finished, total, f"{len(actions)} actions"))
     seed0 = runner.config.conductor.seed
 
@@ -167,23 +167,13 @@ def round_table(
             "calls": run.model_calls if run else 0,
         }
 
-    with (
-        Checkpoint(checkpoint) as out,
-        ThreadPoolExecutor(max_workers=options.concurrency) as pool,
-    ):
-        futures = [pool.submit(one, job) for job in jobs]
-        try:
-            for future in futures:
-                row = waiting.result(future)
-                out.append(row)
-                done[(row["q"], row["repeat"], row["variant"], row["action"])] = row
-                calls += row["calls"]
-                finished += 1
-                on_progress(Progress("round rewards", finished, total, f"{len(actions)} actions"))
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+    def on_row(row: dict[str, Any]) -> None:
+        nonlocal finished
+        done[(row["q"], row["repeat"], row["variant"], row["action"])] = row
+        finished += 1
+        on_progress(Progress("round rewards", finished, total, f"{len(actions)} actions"))
+
+    calls = run_checkpointed(jobs, one, checkpoint, options.concurrency, on_row)
     table = np.zeros((len(situations), len(actions)))
     for i, s in enumerate(situations):
         table[i, 0] = reward(parsed=True, correct=s.correct)
@@ -234,14 +224,14 @@ def train_round_head(
 
     # Keep costs no step: among equally right actions it wins, then the fewer steps.
     steps = np.array([len(a.workers) for a in actions], dtype=np.float64)
+    shaped = table - tie_break * steps
     weights = evolve(
         inputs,
-        table - tie_break * steps,
+        shaped,
         seed=options.seed + 101,
         generations=options.generations,
         on_generation=generation,
     )
-    shaped = table - tie_break * steps
     cv_head, cv_keep = cross_validate(
         inputs, table, shaped, [s.problem.id for s in situations], options
     )

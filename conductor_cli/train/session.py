@@ -13,6 +13,7 @@ import shutil
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from conductor_cli import waiting
 from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import ConductorError, ConfigError, InputError
@@ -38,8 +40,12 @@ from conductor_cli.train.head import GENERATIONS, PCA_DIMS
 from conductor_cli.train.reward import reward, run_cost
 
 SPLIT = "split.json"
+# Repeat r of a run uses the conductor's seed + SEED_STRIDE * r (the reward tables and the
+# first rounds a round head reads must draw the same runs, so they come from the cache).
+SEED_STRIDE = 7919
 K = TypeVar("K")
 V = TypeVar("V")
+J = TypeVar("J")
 
 
 @dataclass(frozen=True)
@@ -362,6 +368,32 @@ def read_checkpoint(path: Path, parse: Callable[[dict[str, Any]], tuple[K, V]]) 
             continue
         done[key] = value
     return done
+
+
+def run_checkpointed(
+    jobs: Sequence[J],
+    one: Callable[[J], dict[str, Any]],
+    checkpoint: Path,
+    concurrency: int,
+    on_row: Callable[[dict[str, Any]], None],
+) -> int:
+    """Run `jobs` on `concurrency` threads; each row is appended to `checkpoint` as it finishes,
+    in the jobs' order, then given to `on_row`. Returns the worker calls made (`calls`). Ctrl-C
+    cancels the jobs not started; the rows written stay for a resume."""
+    calls = 0
+    with Checkpoint(checkpoint) as out, ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(one, job) for job in jobs]
+        try:
+            for future in futures:
+                row = waiting.result(future)
+                out.append(row)
+                calls += row["calls"]
+                on_row(row)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    return calls
 
 
 class Checkpoint:
