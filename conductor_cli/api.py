@@ -413,16 +413,23 @@ T = TypeVar("T")
 
 
 def _sealed(emit: Subscriber) -> Subscriber:
-    """Drop what a step's thread still reports after the run ended (a cancelled run's steps
-    may finish later): the trace keeps the run as it ended."""
+    """Hand the run's events on one at a time, and drop what a step's thread still reports
+    after the run ended (a cancelled run's steps may finish later): the trace keeps the run as
+    it ended. One at a time across threads: the main thread's ending, written while a step's
+    thread was still writing its StepFinished, was overwritten by that older text (a trace
+    left "running" after Ctrl-C). Reentrant: Ctrl-C inside a write still writes the ending."""
     ended = threading.Event()
+    lock = threading.RLock()
 
     def send(event: Any) -> None:
-        if ended.is_set():
-            return
-        if isinstance(event, RunFinished | RunFailed):
-            ended.set()
-        emit(event)
+        with lock:
+            if ended.is_set():
+                return
+            emit(event)
+            # Only once handed on: Ctrl-C inside the write of RunFinished must let the
+            # RunFailed that follows it through.
+            if isinstance(event, RunFinished | RunFailed):
+                ended.set()
 
     return send
 

@@ -336,3 +336,73 @@ def test_resume_keeps_every_finished_round_and_step_and_goes_on(tmp_path: Any) -
     assert done["steps"][0]["output"] == "50"
     assert [r["decision"] for r in done["rounds"]] == ["corrected", "kept"]
     assert [s["status"] for s in done["rounds"][0]["steps"]] == ["done", "done"]
+
+
+def test_a_steps_late_trace_write_never_overwrites_the_interrupted_ending(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CI's kill test once left a trace "running" after a SIGTERM: the step's thread was still
+    writing StepFinished when the main thread, interrupted, wrote the ending; the step's older
+    text landed last. Every event of a run now reaches the trace one at a time."""
+    import threading
+    import time
+
+    from conductor_cli.errors import RunCancelled
+    from conductor_cli.storage import trace
+    from conductor_cli.storage.trace import load_trace
+
+    cancel = threading.Event()
+    real_write = trace.atomic_write
+
+    def slow_atomic_write_fake(path: Any, data: bytes, mode: int = 0o600) -> None:
+        # Fault injection: the write of StepFinished is slow, and Ctrl-C comes during it.
+        events = json.loads(data)["events"]
+        if events[-1]["type"] == "StepFinished" and not cancel.is_set():
+            cancel.set()
+            time.sleep(0.5)
+        real_write(path, data, mode)
+
+    monkeypatch.setattr(trace, "atomic_write", slow_atomic_write_fake)
+    fake = FakeRuntime(FakeBackend(reply=conductor_script([KEEP])), FakeBackend("51"))
+    config = Config(workers=(WorkerConfig("w", "fake:w"),))
+    root: Any = fake
+    with pytest.raises(RunCancelled):
+        _Run(
+            root, config, RunOptions(cancel=cancel), TraceOptions(directory=tmp_path), None
+        ).execute(QUESTION, (), None, {}, "model")
+    time.sleep(0.7)  # the step's thread has finished its write by now
+    (path,) = tmp_path.glob("*.json")
+    record = load_trace(path)
+    assert record["status"] == "interrupted"
+    assert [e["type"] for e in record["events"]][-2:] == ["StepFinished", "RunFailed"]
+
+
+def test_ctrl_c_during_the_write_of_done_still_ends_the_trace_interrupted(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conductor_cli.storage import trace
+    from conductor_cli.storage.trace import load_trace
+
+    real_write = trace.atomic_write
+    hit: list[bool] = []
+
+    def interrupted_atomic_write_fake(path: Any, data: bytes, mode: int = 0o600) -> None:
+        # Fault injection: Ctrl-C lands while "done" is being written (the file keeps "running").
+        if json.loads(data)["events"][-1]["type"] == "RunFinished" and not hit:
+            hit.append(True)
+            raise KeyboardInterrupt
+        real_write(path, data, mode)
+
+    monkeypatch.setattr(trace, "atomic_write", interrupted_atomic_write_fake)
+    fake = FakeRuntime(FakeBackend(reply=conductor_script([KEEP])), FakeBackend("51"))
+    root: Any = fake
+    with pytest.raises(KeyboardInterrupt):
+        _Run(
+            root,
+            Config(workers=(WorkerConfig("w", "fake:w"),)),
+            RunOptions(),
+            TraceOptions(directory=tmp_path),
+            None,
+        ).execute(QUESTION, (), None, {}, "model")
+    (path,) = tmp_path.glob("*.json")
+    assert hit and load_trace(path)["status"] == "interrupted"
