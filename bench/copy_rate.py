@@ -176,7 +176,7 @@ def plan_all(which: str) -> None:
     scope = runtime.scope()
     pool = runtime.pool(scope)
     backend = runtime.conductor(scope)
-    infos = worker_infos(pool.workers, 0, config.conductor.max_depth)
+    infos = worker_infos(pool.workers)
     system = plan_messages("", infos, (), config.conductor.max_steps)[0]["content"]
     plans = []
     start = time.perf_counter()

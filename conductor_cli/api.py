@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from conductor_cli.backends.base import Backend
-from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
+from conductor_cli.config.settings import CONDUCTOR_WORKER, NESTED_RETIRED, Config
 from conductor_cli.errors import (
     ConductorError,
     InputError,
@@ -24,7 +24,7 @@ from conductor_cli.errors import (
     is_interrupt,
 )
 from conductor_cli.run.budget import Budget
-from conductor_cli.run.engine import Engine, NestedRun, Recurse, StepResult
+from conductor_cli.run.engine import Engine, StepResult
 from conductor_cli.run.events import (
     PlanReady,
     PlanStarted,
@@ -39,7 +39,7 @@ from conductor_cli.run.events import (
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import Conductor, Plan, ShapeChooser, WorkerInfo, worker_infos
 from conductor_cli.run.pool import Pool
-from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, runtime_for
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import TraceWriter, config_secrets
@@ -121,11 +121,15 @@ class RoundResult:
         }
 
 
-def _check_workers(
-    workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult], *, recursion: bool
-) -> None:
-    known = {*pool.names, CONDUCTOR_WORKER} if recursion else set(pool.names)
+def _check_workers(workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult]) -> None:
+    known = set(pool.names)
     missing = sorted({s.worker for i, s in enumerate(workflow.steps) if i not in keep} - known)
+    if CONDUCTOR_WORKER in missing:  # a trace from before rounds
+        i = next(i for i, s in enumerate(workflow.steps) if s.worker == CONDUCTOR_WORKER)
+        raise WorkflowError(
+            f"step {i} is given to 'conductor': {NESTED_RETIRED}. Run it with a worker: "
+            f"--worker conductor=NAME (pool: {', '.join(pool.names)})."
+        )
     if missing:
         raise WorkflowError(
             f"the workflow uses workers not in the pool: {', '.join(missing)} "
@@ -199,7 +203,7 @@ def execute(
         # The one visible download step (first use of a catalog model), before any pool.
         c = config.conductor
         replans = workflow_source == "trace" and c.max_rounds > 1
-        root.pull_missing(config, conductor=workflow is None or c.max_depth > 0 or replans)
+        root.pull_missing(config, conductor=workflow is None or replans)
         run = _Run(root, config, options, trace, on_event, tuple(prior_rounds))
         return run.execute(question, attachments, workflow, keep or {}, workflow_source)
 
@@ -254,7 +258,7 @@ class _Run:
                     config,
                     question,
                     attachments,
-                    worker_infos(pool.workers, 0, c.max_depth),
+                    worker_infos(pool.workers),
                     emit,
                     root.chooser(config),
                 )
@@ -263,7 +267,7 @@ class _Run:
                     writer.set_plan(_plan_record(plan))
             else:
                 emit(PlanReady(workflow, 0.0, workflow_source))
-            _check_workers(workflow, pool, keep, recursion=c.max_depth > 0)
+            _check_workers(workflow, pool, keep)
             self._check_cancel()
             run_seed = c.seed if options.seed is None else options.seed
             engine = Engine(
@@ -271,16 +275,6 @@ class _Run:
                 emit,
                 seed=run_seed,
                 stream=options.stream,
-                recurse=_recursion(
-                    config,
-                    pool,
-                    conductor_for,
-                    question,
-                    attachments,
-                    run_seed,
-                    options,
-                    depth=0,
-                ),
                 cancel=options.cancel,
             )
             steps = engine.run(question, workflow, attachments, keep)
@@ -346,9 +340,7 @@ class _Run:
         whose steps see that answer. A round that cannot run (an invalid re-plan twice, the
         budget, a failed step) leaves the answer so far standing, with a note."""
         c = self.config.conductor
-        # Re-planning is the one recursion inside rounds: the conductor is not offered as a
-        # worker of a corrective workflow.
-        infos = worker_infos(pool.workers, c.max_depth, c.max_depth)
+        infos = worker_infos(pool.workers)
 
         def make_planner() -> Conductor:
             chooser = self.root.chooser(self.config)  # a head trained with --rounds decides
@@ -470,67 +462,6 @@ def plan_question(
         )
     )
     return plan
-
-
-def _recursion(
-    config: Config,
-    pool: Pool,
-    conductor_for: Callable[[], Backend],
-    question: str,
-    attachments: Sequence[Attachment],
-    seed: int,
-    options: RunOptions,
-    *,
-    depth: int,
-) -> Recurse | None:
-    """How a step given to the conductor runs at this depth; None past the depth limit."""
-    max_depth = config.conductor.max_depth
-    if depth >= max_depth:
-        return None
-
-    def recurse(index: int, step: Step, outputs: Mapping[int, str], emit: Subscriber) -> NestedRun:
-        # The nested conductor sees the question, its instruction, and the outputs it may see.
-        seen = [Attachment(f"output of step {j}", text) for j, text in sorted(outputs.items())]
-        sub_attachments = [*attachments, *seen]
-        sub_question = f"{question}\n\nInstruction for this part of the work: {step.task}"
-        emit(RunStarted(sub_question))
-        plan = plan_question(
-            conductor_for(),
-            config,
-            sub_question,
-            sub_attachments,
-            worker_infos(pool.workers, depth + 1, max_depth),
-            emit,
-        )
-        sub_seed = seed + 1000 * (index + 1)
-        engine = Engine(
-            pool,
-            emit,
-            seed=sub_seed,
-            stream=options.stream,
-            recurse=_recursion(
-                config,
-                pool,
-                conductor_for,
-                sub_question,
-                sub_attachments,
-                sub_seed,
-                options,
-                depth=depth + 1,
-            ),
-            cancel=options.cancel,
-        )
-        steps = engine.run(sub_question, plan.workflow, sub_attachments)
-        emit(RunFinished(steps[-1].output))
-        costs = [s.cost for s in steps]
-        return NestedRun(
-            steps[-1].output,
-            plan.tokens_in + sum(s.tokens_in for s in steps),
-            plan.tokens_out + sum(s.tokens_out for s in steps),
-            None if None in costs else sum(c or 0.0 for c in costs),
-        )
-
-    return recurse
 
 
 def _plan_record(plan: Plan) -> dict[str, Any]:

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 
-from conductor_cli.errors import BudgetError, WorkerError, WorkflowError
+from conductor_cli.errors import BudgetError, WorkerError
 from conductor_cli.run.budget import Budget
-from conductor_cli.run.engine import Engine, NestedRun, StepResult, worker_system_prompt
+from conductor_cli.run.engine import Engine, StepResult, worker_system_prompt
 from conductor_cli.run.events import (
-    NestedEvent,
     RunStarted,
     StepFailed,
     StepFinished,
@@ -22,7 +21,6 @@ from conductor_cli.run.events import (
     StepSkipped,
     StepStarted,
     StepToken,
-    Subscriber,
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.pool import Pool, Worker
@@ -515,32 +513,3 @@ def test_kept_results_are_not_run_again_and_feed_their_dependents() -> None:
     assert "KEPT-OUTPUT" in user_text(fake.requests[0])
     assert results[0] is kept
     assert [(e.index, e.source) for e in rec.of(StepFinished)] == [(0, "trace"), (1, "model")]
-
-
-def test_a_step_for_the_conductor_runs_through_recurse_with_its_seen_outputs() -> None:
-    fake = FakeBackend(reply=by_task({"t0": "draft"}))
-    calls: list[tuple[int, dict[int, str]]] = []
-
-    def recurse(index: int, step: Step, outputs: Any, emit: Subscriber) -> NestedRun:
-        calls.append((index, dict(outputs)))
-        emit(RunStarted("nested question"))
-        return NestedRun("nested answer", 10, 5, 0.25)
-
-    rec = Recorder()
-    wf = flow(("w", "t0", ()), ("conductor", "Check the draft again", (0,)))
-    results = engine([fake_worker("w", fake)], rec, recurse=recurse).run(QUESTION, wf, ())
-    assert calls == [(1, {0: "draft"})]
-    assert (results[1].output, results[1].tokens_in, results[1].cost) == ("nested answer", 10, 0.25)
-    (nested,) = rec.of(NestedEvent)
-    assert nested.step == 1
-    assert isinstance(nested.event, RunStarted)
-    assert fake.calls == 1  # the conductor's step never reaches a worker
-
-
-def test_a_step_for_the_conductor_fails_past_the_depth_limit() -> None:
-    rec = Recorder()
-    wf = flow(("conductor", "Plan it again", ()))
-    with pytest.raises(WorkflowError, match=r"step 0 \(conductor\): .*depth limit"):
-        engine([fake_worker("w", FakeBackend())], rec).run(QUESTION, wf, ())
-    (failed,) = rec.of(StepFailed)
-    assert failed.worker == "conductor"

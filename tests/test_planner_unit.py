@@ -9,7 +9,6 @@ import json
 import pytest
 
 from conductor_cli.backends.base import Completion, Request, TextSink
-from conductor_cli.config.settings import CONDUCTOR_WORKER
 from conductor_cli.errors import WorkflowError
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import (
@@ -202,16 +201,14 @@ def test_two_bad_replies_give_one_step_for_the_best_described_worker() -> None:
     assert "the workflow has no steps." in repair
 
 
-def test_the_fallback_never_picks_the_conductor_itself() -> None:
-    pool = [
-        WorkerInfo("a", "short"),
-        WorkerInfo("b", "short"),
-        WorkerInfo(CONDUCTOR_WORKER, "you, the conductor, again: a very long description"),
-    ]
+def test_the_fallback_picks_the_longest_description_ties_going_to_the_first() -> None:
     fake = FakeBackend(reply="still no workflow")
-    plan = conductor(fake).plan(QUESTION, pool, (), 3)
-    # Ties go to the first listed.
+    tied = [WorkerInfo("a", "short"), WorkerInfo("b", "short")]
+    plan = conductor(fake).plan(QUESTION, tied, (), 3)
     assert plan.workflow.steps == (Step("a", FALLBACK_TASK, ()),)
+    longer = [*tied, WorkerInfo("c", "a much longer description")]
+    plan = conductor(fake).plan(QUESTION, longer, (), 3)
+    assert plan.workflow.steps == (Step("c", FALLBACK_TASK, ()),)
 
 
 def test_the_plan_is_cached_only_when_every_call_was() -> None:

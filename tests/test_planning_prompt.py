@@ -52,9 +52,7 @@ def test_four_shapes_when_three_steps_fit() -> None:
 
 
 @pytest.mark.parametrize("max_steps", [1, 2, 3, 5])
-@pytest.mark.parametrize(
-    "names", [["local"], ["solver", "coder", "writer"], ["local", "conductor"], ["x", "y"]]
-)
+@pytest.mark.parametrize("names", [["local"], ["solver", "coder", "writer"], ["x", "y"]])
 def test_examples_use_the_pools_names_and_fit_the_grammar(names: list[str], max_steps: int) -> None:
     pool = [WorkerInfo(n, "") for n in names]
     system = system_prompt(pool, max_steps)
@@ -70,12 +68,9 @@ def test_examples_use_the_pools_names_and_fit_the_grammar(names: list[str], max_
             assert all(len(w) <= WORD_MAX_CHARS and '"' not in w for w in words)
             assert words[0] in TASK_VERBS
             used.add(step.worker)
-    # The conductor (offered as a worker when recursion is on) is never an example's worker;
-    # the other names are cycled through, so a pool's every worker appears once it fits.
-    workers = [n for n in names if n != "conductor"]
-    assert "conductor" not in used
+    # The names are cycled through, so a pool's every worker appears once it fits.
     steps_shown = sum(len(w.steps) for _, w in example_workflows(names, max_steps))
-    assert used == set(workers[: min(len(workers), steps_shown)])
+    assert used == set(names[: min(len(names), steps_shown)])
     # The old generic examples, which the 135M conductor copied, are gone.
     assert "Easy question" not in system and "Solve the problem step by step" not in system
 

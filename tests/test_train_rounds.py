@@ -75,7 +75,7 @@ def test_train_rounds_learns_when_to_keep_the_answer(
     use.write_text(config.read_text().replace("max_steps = 2", 'max_steps = 2\nmodel = "sim-r2"'))
     settings = load_config(use)
     first = Workflow((Step("w0", ANSWER_TASK, ()),))
-    infos = worker_infos(settings.workers, 0, 0)
+    infos = worker_infos(settings.workers)
     keep = json.dumps(KEEP_REPLY)
     kept = {"sure": 0, "unsure": 0}
     with Runtime(settings) as runtime:

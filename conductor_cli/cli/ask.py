@@ -89,7 +89,7 @@ def run_and_show(
         from conductor_cli.cli import via_server
 
         if endpoint.socket is not None:  # a local server: this machine's models dir
-            conductor = request.workflow is None or cfg.conductor.max_depth > 0
+            conductor = request.workflow is None
             via_server.pull_first(cfg, conductor=conductor)
         remote = via_server.run(endpoint, request, quiet=quiet, verbose=verbose, as_json=as_json)
         if remote is not None:
@@ -145,10 +145,7 @@ def ask(
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", help="Most steps the workflow may have.")
     ] = None,
-    max_depth: Annotated[
-        int | None,
-        typer.Option("--max-depth", help="How often the conductor may call itself (recursion)."),
-    ] = None,
+    max_depth: Annotated[int | None, typer.Option("--max-depth", hidden=True)] = None,
     rounds: Annotated[
         int | None,
         typer.Option(
@@ -173,8 +170,10 @@ def ask(
     from conductor_cli.cli.via_server import pick_endpoint
     from conductor_cli.config.settings import (
         MAX_ROUNDS_LIMIT,
+        NESTED_RETIRED,
         load_config,
         restrict_workers,
+        rounds_for_depth,
         with_conductor,
     )
     from conductor_cli.errors import InputError
@@ -182,6 +181,10 @@ def ask(
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
+    if max_depth:
+        raise InputError(
+            f"--max-depth: {NESTED_RETIRED}; use --rounds {rounds_for_depth(max_depth)}."
+        )
     if rounds is not None and not 1 <= rounds <= MAX_ROUNDS_LIMIT:
         raise InputError(f"--rounds {rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
     mode = cache_mode(no_cache, refresh)
@@ -197,11 +200,10 @@ def ask(
             cfg,
             model=conductor,
             max_steps=max_steps,
-            max_depth=max_depth,
             max_rounds=rounds,
             seed=seed,
         )
-    overrides = Overrides(conductor, tuple(worker or []), max_steps, max_depth, seed, rounds)
+    overrides = Overrides(conductor, tuple(worker or []), max_steps, seed, rounds)
     run_and_show(
         functools.partial(_ask_here, question),
         cfg,
@@ -269,7 +271,7 @@ def run(
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
     from conductor_cli.cli.via_server import pick_endpoint
-    from conductor_cli.config.settings import CONDUCTOR_WORKER, MAX_STEPS_LIMIT, load_config
+    from conductor_cli.config.settings import MAX_STEPS_LIMIT, load_config
     from conductor_cli.errors import InputError, WorkflowError
     from conductor_cli.run.workflow import parse_workflow
 
@@ -283,8 +285,6 @@ def run(
     cfg = load_config(path)
     try:
         names = [w.name for w in cfg.workers]
-        if cfg.conductor.max_depth > 0:
-            names.append(CONDUCTOR_WORKER)
         workflow = parse_workflow(text, names, MAX_STEPS_LIMIT)
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None

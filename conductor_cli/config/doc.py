@@ -29,8 +29,6 @@ KEY_HELP: dict[str, str] = {
     "conductor.n_threads": "llama.cpp threads; 0 means one per physical core.",
     "conductor.kv_cache_type": "KV cache number format: `f16`, `q8_0` (half the memory) or `q4_0`.",
     "conductor.max_steps": "Most steps a workflow may have (1 to 10).",
-    "conductor.max_depth": "How often the conductor may call itself as a worker (recursion), "
-    "0 to 3.",
     "conductor.max_rounds": "Rounds of plan, run, read the answer, re-plan (1 to 4); the "
     "conductor stops earlier by keeping the answer. 1: no re-planning.",
     "conductor.temperature": "Sampling temperature for planning (0 to 2).",

@@ -16,6 +16,7 @@ from conductor_cli.config.settings import (
     _CONDUCTOR_TYPES,
     _SERVER_TYPES,
     _WORKER_TYPES,
+    NESTED_RETIRED,
     Config,
     _did_you_mean,
     atomic_write,
@@ -47,6 +48,8 @@ def _split(key: str) -> tuple[str, str | None, str]:
         raise ConfigError(f"{key}: unknown section.{_did_you_mean(parts[0], [*_TYPES, 'workers'])}")
     if len(parts) != 2:
         raise ConfigError(f"{key}: expected SECTION.KEY, e.g. conductor.max_steps.")
+    if key == "conductor.max_depth":
+        raise ConfigError(f"{key}: {NESTED_RETIRED}. Set conductor.max_rounds instead.")
     if parts[1] not in _TYPES[parts[0]]:
         raise ConfigError(f"{key}: unknown key.{_did_you_mean(parts[1], list(_TYPES[parts[0]]))}")
     return parts[0], None, parts[1]

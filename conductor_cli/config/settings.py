@@ -18,8 +18,15 @@ from conductor_cli.storage import paths
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
 MAX_ROUNDS_LIMIT = 4
-CONDUCTOR_WORKER = "conductor"  # the name the conductor has as a worker (recursion)
+# The name the conductor had as a worker (the retired nested step); still reserved, so that
+# old traces' `conductor` steps never read as a user's worker.
+CONDUCTOR_WORKER = "conductor"
 RESERVED_NAMES = frozenset({CONDUCTOR_WORKER})
+# Why the nested conductor step went, in the one line an old config or flag gets.
+NESTED_RETIRED = (
+    "the nested conductor step (the conductor as a worker) was replaced by rounds, where the "
+    "conductor reads its team's answer and corrects or keeps it"
+)
 KV_CACHE_TYPES = ("f16", "q8_0", "q4_0")
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")
 
@@ -34,9 +41,6 @@ class ConductorSettings:
     # default model: 94 MB instead of 188 MB) at a loss too small to see in a plan.
     kv_cache_type: str = "q8_0"
     max_steps: int = 5
-    # Recursion is opt-in: the embedded 135M conductor cannot judge its team's work, so
-    # offering itself as a worker would only add time. Set 1 or more with a stronger model.
-    max_depth: int = 0
     # Rounds of plan -> run -> read the answer -> re-plan (the paper's recursion); the
     # conductor may stop earlier by keeping the answer. 1: no re-planning (see README).
     max_rounds: int = 1
@@ -119,7 +123,6 @@ _CONDUCTOR_TYPES: dict[str, type] = {
     "n_threads": int,
     "kv_cache_type": str,
     "max_steps": int,
-    "max_depth": int,
     "max_rounds": int,
     "temperature": float,
     "seed": int,
@@ -200,6 +203,27 @@ def _section(raw: Any, types: dict[str, type], where: str) -> dict[str, Any]:
     return out
 
 
+def _without_retired(raw: Any) -> Any:
+    """The [conductor] table without `max_depth`: 0 (what `config init` used to write) is
+    dropped; recursion asked for gets one line saying what replaced it."""
+    if not isinstance(raw, dict) or "max_depth" not in raw:
+        return raw
+    depth = raw["max_depth"]
+    if depth != 0:
+        raise ConfigError(
+            f"conductor.max_depth: {NESTED_RETIRED}. Delete the max_depth line and set "
+            f"max_rounds = {rounds_for_depth(depth)} for that."
+        )
+    return {k: v for k, v in raw.items() if k != "max_depth"}
+
+
+def rounds_for_depth(depth: Any) -> int:
+    """The rounds that give the conductor as many looks at its team's work as max_depth did."""
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth > 0:
+        return min(depth + 1, MAX_ROUNDS_LIMIT)
+    return 2
+
+
 def _require(cond: bool, where: str, msg: str) -> None:
     if not cond:
         raise ConfigError(f"{where}: {msg}")
@@ -213,7 +237,6 @@ def _validate_conductor(c: ConductorSettings, where: str) -> None:
         f"{where}.max_steps",
         f"must be between 1 and {MAX_STEPS_LIMIT}, got {c.max_steps}.",
     )
-    _require(0 <= c.max_depth <= 3, f"{where}.max_depth", f"must be 0 to 3, got {c.max_depth}.")
     _require(
         1 <= c.max_rounds <= MAX_ROUNDS_LIMIT,
         f"{where}.max_rounds",
@@ -264,7 +287,7 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
             if key not in _SECTIONS:
                 raise ConfigError(f"[{key}]: unknown section.{_did_you_mean(key, _SECTIONS)}")
         conductor = ConductorSettings(
-            **_section(raw.get("conductor", {}), _CONDUCTOR_TYPES, "conductor")
+            **_section(_without_retired(raw.get("conductor", {})), _CONDUCTOR_TYPES, "conductor")
         )
         _validate_conductor(conductor, "conductor")
         cache = CacheSettings(**_section(raw.get("cache", {}), _CACHE_TYPES, "cache"))

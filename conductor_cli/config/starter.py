@@ -20,7 +20,7 @@ n_ctx = 8192
 n_threads = 0                     # 0: one per physical core
 kv_cache_type = "q8_0"            # f16 | q8_0 | q4_0
 max_steps = 5                     # most steps in a workflow (1..10)
-max_depth = 0                     # how often the conductor may call itself (recursion); 0: never
+max_rounds = 1                    # rounds of plan, run, read the answer, re-plan (1..4)
 temperature = 0.2
 seed = 0
 

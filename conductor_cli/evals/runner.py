@@ -11,7 +11,7 @@ from typing import Any
 
 from conductor_cli import waiting
 from conductor_cli.api import NO_TRACE, RunOptions, RunResult, TraceOptions, execute
-from conductor_cli.config.settings import CONDUCTOR_WORKER, Config
+from conductor_cli.config.settings import Config
 from conductor_cli.errors import ConductorError
 from conductor_cli.evals import scoring
 from conductor_cli.evals.records import Problem, Result
@@ -206,9 +206,6 @@ class _Usage:
                 conductor_pricing(config, lookup).cost(run.plan.tokens_in, run.plan.tokens_out)
             )
         for step in run.steps:
-            if step.worker == CONDUCTOR_WORKER:  # a nested run: its own accounting
-                costs.append(step.cost)
-                continue
             pricing = worker_pricing(config.worker(step.worker), lookup)
             costs.append(pricing.cost(step.tokens_in, step.tokens_out))
         t = run.totals()

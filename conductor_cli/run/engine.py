@@ -12,17 +12,14 @@ from typing import Any
 
 from conductor_cli import waiting
 from conductor_cli.backends.base import Completion, Request
-from conductor_cli.config.settings import CONDUCTOR_WORKER
 from conductor_cli.errors import (
     BudgetError,
     ConductorError,
     ConfigError,
     RunCancelled,
     WorkerError,
-    WorkflowError,
 )
 from conductor_cli.run.events import (
-    NestedEvent,
     Source,
     StepFailed,
     StepFinished,
@@ -34,7 +31,7 @@ from conductor_cli.run.events import (
 )
 from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
 from conductor_cli.run.pool import Pool, Worker
-from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.run.workflow import Workflow
 
 
 @dataclass(frozen=True)
@@ -96,20 +93,6 @@ class StepResult:
         )
 
 
-@dataclass(frozen=True)
-class NestedRun:
-    """What a recursive step returns: the nested workflow's answer and its totals."""
-
-    answer: str
-    tokens_in: int
-    tokens_out: int
-    cost: float | None
-
-
-# Runs step `index` (a step given to the conductor) as a nested workflow; events go to `emit`.
-Recurse = Callable[[int, Step, Mapping[int, str], Subscriber], NestedRun]
-
-
 def worker_system_prompt(worker: Worker) -> str:
     about = f" {worker.description}." if worker.description else ""
     return (
@@ -162,7 +145,6 @@ class Engine:
     stream: bool = False  # emit StepToken events as outputs arrive (for a live view)
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
-    recurse: Recurse | None = None  # set when the conductor may be called as a worker
     cancel: threading.Event | None = None  # set by a server when the run's client left
 
     def run(
@@ -259,8 +241,6 @@ class Engine:
     ) -> StepResult:
         step = workflow.steps[i]
         outputs = {j: results[j].output for j in step.sees}
-        if step.worker == CONDUCTOR_WORKER:
-            return self._recurse(i, step, outputs, emit)
         worker = self.pool.get(step.worker)
         with limits[worker.name]:
             messages = step_messages(question, attachments, workflow, i, outputs, worker)
@@ -298,43 +278,6 @@ class Engine:
             seconds,
             source,
             done.cost,
-        )
-        emit(result.finished())
-        return result
-
-    def _recurse(
-        self, i: int, step: Step, outputs: Mapping[int, str], emit: Subscriber
-    ) -> StepResult:
-        if self.recurse is None:
-            error = WorkflowError(
-                "the conductor cannot be called here (the depth limit is reached)"
-            )
-            emit(StepFailed(i, step.worker, str(error)))
-            raise error
-        emit(StepStarted(i, step.worker, step.task, ()))
-        start = time.monotonic()
-
-        def nested(event: Any) -> None:
-            emit(NestedEvent(i, event))
-
-        try:
-            sub = self.recurse(i, step, outputs, nested)
-        except ConductorError as e:
-            emit(StepFailed(i, step.worker, str(e)))
-            raise
-        seconds = time.monotonic() - start
-        result = StepResult(
-            i,
-            step.worker,
-            step.task,
-            step.sees,
-            (),
-            sub.answer,
-            sub.tokens_in,
-            sub.tokens_out,
-            seconds,
-            "model",
-            sub.cost,
         )
         emit(result.finished())
         return result

@@ -122,7 +122,9 @@ class RunFailed:
 
 @dataclass(frozen=True)
 class NestedEvent:
-    """An event of the nested workflow that the conductor wrote as step `step` (recursion).
+    """An event of the nested workflow that the conductor wrote as step `step`: the retired
+    nested conductor step (rounds replaced it). Traces written with it still load, show and
+    replay from the record, so the event still reads back.
 
     Nesting deeper wraps again, so a subscriber can follow the tree to any depth.
     """

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from conductor_cli.backends.base import Backend, Completion, Request
-from conductor_cli.config.settings import CONDUCTOR_WORKER
 from conductor_cli.errors import WorkflowError
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
@@ -82,9 +81,8 @@ EXAMPLES: tuple[tuple[str, tuple[tuple[str, tuple[int, ...]], ...]], ...] = (
 
 
 def example_workflows(names: Sequence[str], max_steps: int) -> list[tuple[str, Workflow]]:
-    """The examples that fit `max_steps`, their workers taken in turn from the pool's names
-    (never the conductor itself, which the pool lists when recursion is on)."""
-    usable = [n for n in names if n != CONDUCTOR_WORKER] or list(names)
+    """The examples that fit `max_steps`, their workers taken in turn from the pool's names."""
+    usable = list(names)
     out: list[tuple[str, Workflow]] = []
     turn = 0
     for question, steps in EXAMPLES:
@@ -186,8 +184,7 @@ FALLBACK_TASK = "Answer the question completely and directly, using any attached
 
 def one_step_fallback(pool: Sequence[WorkerInfo], error: WorkflowError) -> Workflow:
     """One step for the worker with the longest description (ties: the first listed)."""
-    workers = [w for w in pool if w.name != CONDUCTOR_WORKER] or list(pool)
-    best = max(workers, key=lambda w: len(w.description))  # max keeps the first of equals
+    best = max(pool, key=lambda w: len(w.description))  # max keeps the first of equals
     return Workflow(
         (Step(best.name, FALLBACK_TASK, ()),),
         repairs=(f"no valid workflow in two tries ({error}); one step for {best.name}",),
@@ -375,17 +372,6 @@ class _Described(Protocol):
     def description(self) -> str: ...
 
 
-def worker_infos(workers: Sequence[_Described], depth: int, max_depth: int) -> list[WorkerInfo]:
+def worker_infos(workers: Sequence[_Described]) -> list[WorkerInfo]:
     """The pool as the conductor's planning prompt lists it (training uses the same)."""
-    infos = [WorkerInfo(w.name, w.description) for w in workers]
-    left = max_depth - depth
-    if left > 0:
-        times = "once more" if left == 1 else f"{left} more levels deep"
-        infos.append(
-            WorkerInfo(
-                CONDUCTOR_WORKER,
-                "you, the conductor, again: reads the outputs it sees, judges whether the team "
-                f"failed, and writes a new corrective workflow (may be used {times})",
-            )
-        )
-    return infos
+    return [WorkerInfo(w.name, w.description) for w in workers]

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conductor_cli.config.settings import CONDUCTOR_WORKER, NESTED_RETIRED
 from conductor_cli.errors import WorkflowError
 
 _SPACES = "\\x00-\\x20\\x7F\\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000"
@@ -282,6 +283,11 @@ def validate_steps(
             raise WorkflowError(f"step {i}: worker must be a name, got {worker!r}.")
         if worker not in workers:
             canonical = by_folded.get(worker.strip().casefold())
+            if canonical is None and worker == CONDUCTOR_WORKER:
+                raise WorkflowError(
+                    f"step {i}: worker 'conductor': {NESTED_RETIRED}; give the step to one of "
+                    f"{', '.join(workers)}, or ask with --rounds N."
+                )
             if canonical is None:
                 raise WorkflowError(
                     f"step {i}: unknown worker {worker!r}; the pool has {', '.join(workers)}."

@@ -20,7 +20,6 @@ from typing import Any
 
 from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import (
-    CONDUCTOR_WORKER,
     MAX_STEPS_LIMIT,
     Config,
     restrict_workers,
@@ -28,7 +27,6 @@ from conductor_cli.config.settings import (
 )
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConductorError, is_interrupt
 from conductor_cli.run.events import (
-    NestedEvent,
     PlanReady,
     StepFinished,
     StepToken,
@@ -161,15 +159,12 @@ def run_request(
             config,
             model=o.conductor,
             max_steps=o.max_steps,
-            max_depth=o.max_depth,
             max_rounds=o.max_rounds,
             seed=o.seed,
         )
         workflow = None
         names = [w.name for w in config.workers]
         if request.workflow is not None:
-            if config.conductor.max_depth > 0:
-                names.append(CONDUCTOR_WORKER)
             workflow = parse_workflow(json.dumps(request.workflow), names, MAX_STEPS_LIMIT)
         prior = [
             PriorRound(parse_workflow(json.dumps(r), names, MAX_STEPS_LIMIT, allow_empty=True))
@@ -424,8 +419,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         def on_event(event: object) -> None:
-            if isinstance(event, NestedEvent):
-                return  # a nested conductor's steps are not the answer
             with lock:
                 if isinstance(event, PlanReady):
                     final[0] = len(event.workflow.steps) - 1

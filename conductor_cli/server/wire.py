@@ -24,7 +24,6 @@ class Overrides:
     conductor: str | None = None
     workers: tuple[str, ...] = ()
     max_steps: int | None = None
-    max_depth: int | None = None
     seed: int | None = None
     max_rounds: int | None = None
 
@@ -73,11 +72,14 @@ class RunRequest:
         workers = o.get("workers") or []
         if not isinstance(workers, list) or not all(isinstance(w, str) for w in workers):
             raise ValueError("'overrides.workers' must be a list of names")
+        if o.get("max_depth"):
+            raise ValueError(
+                "'overrides.max_depth': the nested conductor step became rounds; send max_rounds"
+            )
         overrides = Overrides(
             _opt(o, "conductor", str),
             tuple(workers),
             _opt(o, "max_steps", int),
-            _opt(o, "max_depth", int),
             _opt(o, "seed", int),
             _opt(o, "max_rounds", int),
         )

@@ -160,7 +160,7 @@ def train_head(
     runner = Runner(config, problems)
     features: PromptFeatures | None = None
     try:
-        infos = worker_infos(config.workers, 0, c.max_depth)
+        infos = worker_infos(config.workers)
         features = PromptFeatures(base.path, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
         hidden = []
         for i, problem in enumerate(training):

@@ -353,7 +353,7 @@ def train_lora(
     if policy_dir.exists():
         policy.load_optimizer(policy_dir, lr)
     try:
-        infos = worker_infos(config.workers, 0, c.max_depth)
+        infos = worker_infos(config.workers)
         fit_seconds = 0.0
         sample_seconds = 0.0
 

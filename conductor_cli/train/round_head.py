@@ -202,7 +202,7 @@ def train_round_head(
             "a round head needs at least 2 (check the pool with `conductor workers test`)"
         )
     # What a re-planning conductor is offered: the pool without itself (api._later_rounds).
-    infos = worker_infos(runner.config.workers, c.max_depth, c.max_depth)
+    infos = worker_infos(runner.config.workers)
     features = PromptFeatures(base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
     try:
         x = replan_features(features, situations, infos, c.max_steps, on_progress)
