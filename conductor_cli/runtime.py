@@ -137,7 +137,7 @@ class Runtime:
     def pull_missing(self, config: Config | None = None, *, conductor: bool = True) -> list[str]:
         """Download the catalog models the config uses and lacks (as `ollama run` does): one
         visible step, with its progress bar, before any pool is built. Returns their names.
-        `conductor=False`: a given workflow with no recursion never loads the conductor."""
+        `conductor=False`: a given workflow with no rounds never loads the conductor."""
         return pull_models_for(config or self.config, self.catalog, conductor=conductor)
 
     # --- the response cache ---------------------------------------------------------------

@@ -217,7 +217,8 @@ def _round_label(number: int, state: RunState) -> Text:
 
 
 def _add_workflow(node: Tree, state: RunState, now: float, spin: str) -> None:
-    """The conductor's line and one line per step; a recursive step holds its own subtree."""
+    """The conductor's line and one line per step; a nested step (older traces) holds its own
+    subtree."""
     node.add(_conductor_label(state, now, spin))
     for step in state.steps:
         child = node.add(_step_label(step, now, spin))
