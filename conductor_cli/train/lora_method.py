@@ -24,14 +24,12 @@ import random
 import shutil
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from conductor_cli import waiting
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError, WorkflowError
 from conductor_cli.evals.datasets import fingerprint
@@ -44,7 +42,6 @@ from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.examples import Encoder, Example
 from conductor_cli.train.session import (
     SEED_STRIDE,
-    Checkpoint,
     HeldOut,
     OnProgress,
     Progress,
@@ -60,6 +57,7 @@ from conductor_cli.train.session import (
     replace_dir,
     resolve_base,
     reward_of,
+    run_checkpointed,
     split_problems,
     stage,
     target,
@@ -196,23 +194,22 @@ def sample_round(
     total = len(problems) * n
     finished = total - len(jobs)
     on_progress(Progress(label, finished, total))
-    with (
-        Checkpoint(checkpoint) as out,
-        ThreadPoolExecutor(max_workers=sampler.options.concurrency) as pool,
-    ):
-        futures = [pool.submit(sampler.sample, *job) for job in jobs]
-        try:
-            for future in futures:
-                s = waiting.result(future)
-                out.append(s.to_dict())
-                done[(s.q, s.index)] = s
-                finished += 1
-                right = np.mean([x.correct for x in done.values()])
-                on_progress(Progress(label, finished, total, f"right {right:.2f}"))
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+
+    def on_row(row: dict[str, Any]) -> None:
+        nonlocal finished
+        s = Sample(**row)
+        done[(s.q, s.index)] = s
+        finished += 1
+        right = np.mean([x.correct for x in done.values()])
+        on_progress(Progress(label, finished, total, f"right {right:.2f}"))
+
+    run_checkpointed(
+        jobs,
+        lambda job: sampler.sample(*job).to_dict(),
+        checkpoint,
+        sampler.options.concurrency,
+        on_row,
+    )
     return [done[(p.id, i)] for p in problems for i in range(n)]
 
 
