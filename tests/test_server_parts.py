@@ -89,6 +89,9 @@ def test_run_requests_round_trip_and_reject_bad_fields() -> None:
         ({"question": "q", "overrides": {"max_steps": "2"}}, "max_steps"),
         ({"question": "q", "overrides": {"seed": True}}, "seed"),
         ({"question": "q", "max_cost": "1"}, "max_cost"),
+        ({"question": "q", "max_cost": True}, "max_cost"),
+        ({"question": "q", "attachments": 5}, "attachments"),
+        ({"question": "q", "stream": "yes"}, "stream"),
         ({"question": "q", "source": "elsewhere"}, "source"),
         ([], "object"),
     ]:

@@ -11,7 +11,8 @@ import select
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -52,6 +53,13 @@ from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequ
 from conductor_cli.storage.cache import CacheMode
 
 MAX_BODY_BYTES = 8 << 20
+# Far deeper than any request of OpenAI's API or ours; a body nested deeper is refused before
+# code that walks it recursively (json.dumps of a workflow, a repr) fails in the middle of a run.
+MAX_JSON_DEPTH = 100
+# How long a connection closed with part of its request unread keeps reading (and dropping) what
+# the client still sends: closing with unread data sends a reset, which can reach the client
+# before the answer it should read (Apache's "lingering close").
+LINGER_S = 2.0
 
 
 class _Listener:
@@ -60,6 +68,10 @@ class _Listener:
 
     app: ServerApp
     key: str | None
+    # The standard library's backlog of 5 reset (TCP) or refused (the local socket) 25 to 56
+    # of a burst of 64 clients before any could be answered, even with a 429; the kernel caps
+    # this at net.core.somaxconn.
+    request_queue_size = socket.SOMAXCONN
 
     def authorized(self, header: str | None) -> bool:
         if self.key is None:
@@ -192,6 +204,32 @@ def run_request(
         )
 
 
+def nesting_depth(value: Any) -> int:
+    """How deeply lists and objects nest in a parsed JSON value (iterative: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            stack.extend((x, depth + 1) for x in item)
+    return deepest
+
+
+def parse_body(raw: bytes) -> Any:
+    """A request body as JSON; anything a client could send that is not usable JSON is a 400."""
+    try:
+        body = json.loads(raw or b"null")
+    except RecursionError:  # the standard library's parser recurses per bracket
+        raise BadRequest(f"the request body nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as e:
+        raise BadRequest(f"the request body is not JSON: {e}") from None
+    if nesting_depth(body) > MAX_JSON_DEPTH:
+        raise BadRequest(f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
 def watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.Event) -> None:
     """Set `cancel` when the client closes its side (Ctrl-C in the CLI, a client that left)."""
     while not done.is_set():
@@ -220,6 +258,64 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- plumbing -------------------------------------------------------------------------
 
+    _answered = False  # this request's status line is sent
+    _body_read = False  # this request's body is read
+    _linger = False  # the connection closes with part of the request unread
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self._answered = True
+        super().send_response(code, message)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a malformed request line, an unknown method,
+        headers too long) in OpenAI's error form; the connection closes, as there."""
+        self._linger = True
+        if self.command == "HEAD":  # an answer to HEAD has no body
+            self.send_response(code, message)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            return
+        text = message or HTTPStatus(code).phrase
+        self._send_json(code, error_body(text), {"Connection": "close"})
+
+    def _answer(self, route: Callable[[], None]) -> None:
+        """One request: its route, an answer even when the route fails, and its body settled
+        so that the connection's next request (or its close) starts clean."""
+        self._answered = self._body_read = False
+        try:
+            route()
+        except Exception as e:
+            if not self._answered:  # a fault of ours: the client still gets an answer
+                message = f"internal error: {type(e).__name__}: {e}"
+                with contextlib.suppress(OSError):
+                    self._send_json(
+                        HTTPStatus.INTERNAL_SERVER_ERROR,
+                        error_body(message, "server_error"),
+                        {"Connection": "close"},
+                    )
+            raise  # and a line in the server's log (handle_error)
+        finally:
+            self._settle_body()
+
+    def _settle_body(self) -> None:
+        """Read what a refused request sent (401, 404) so the connection stays usable; a body
+        too big or of no known length ends the connection instead."""
+        length = self.headers.get("Content-Length")
+        chunked = bool(self.headers.get("Transfer-Encoding"))
+        if self._body_read or (length is None and not chunked):
+            return
+        if chunked or not _is_length(length) or int(length) > MAX_BODY_BYTES:
+            self.close_connection = self._linger = True
+            return
+        with contextlib.suppress(OSError):
+            self.rfile.read(int(length))
+        self._body_read = True
+
+    def finish(self) -> None:
+        super().finish()
+        if self._linger:
+            linger(self.connection)
+
     def _send_json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode("utf-8")
         self.send_response(status)
@@ -233,18 +329,28 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self._send_json(status, error_body(message, kind))
 
+    def _refuse(self, e: BadRequest) -> None:
+        # A body refused unread (too big, of no known length) ends the connection.
+        close = None if self._body_read else {"Connection": "close"}
+        self._send_json(e.status, error_body(str(e), e.kind, param=e.param), close)
+
     def _read_json(self) -> Any:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY_BYTES:
+        if self.headers.get("Transfer-Encoding"):
+            raise BadRequest(
+                "send the body with a Content-Length (a chunked body is not read)",
+                HTTPStatus.LENGTH_REQUIRED,
+            )
+        length = self.headers.get("Content-Length") or "0"
+        if not _is_length(length):
+            raise BadRequest(f"Content-Length {length!r} is not a number of bytes")
+        if int(length) > MAX_BODY_BYTES:
             raise BadRequest(
                 f"the request body is over {MAX_BODY_BYTES >> 20} MB",
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
             )
-        raw = self.rfile.read(length)
-        try:
-            return json.loads(raw or b"null")
-        except ValueError as e:
-            raise BadRequest(f"the request body is not JSON: {e}") from None
+        raw = self.rfile.read(int(length))
+        self._body_read = True
+        return parse_body(raw)
 
     def _take_slot(self) -> bool:
         if self.app.slots.acquire(blocking=False):
@@ -284,6 +390,12 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def do_GET(self) -> None:
+        self._answer(self._get)
+
+    def do_POST(self) -> None:
+        self._answer(self._post)
+
+    def _get(self) -> None:
         if not self._allowed():
             return
         path = self.path.rstrip("/")
@@ -294,7 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
 
-    def do_POST(self) -> None:
+    def _post(self) -> None:
         if not self._allowed():
             return
         path = self.path.rstrip("/")
@@ -314,7 +426,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             request = RunRequest.from_dict(self._read_json())
         except BadRequest as e:
-            self._error(e.status, str(e), e.kind)
+            self._refuse(e)
             return
         except ValueError as e:
             self._error(HTTPStatus.BAD_REQUEST, str(e))
@@ -362,7 +474,7 @@ class _Handler(BaseHTTPRequestHandler):
             request = parse_chat(self._read_json())
             config_for(self.app.config, request.model)  # 404 before any run
         except BadRequest as e:
-            self._error(e.status, str(e), e.kind)
+            self._refuse(e)
             return
         if not self._take_slot():
             return
@@ -389,7 +501,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             result = self._run(request, None, stream=False)
         except BadRequest as e:
-            self._error(e.status, str(e), e.kind)
+            self._refuse(e)
             return
         except ConductorError as e:
             status = HTTPStatus.BAD_REQUEST if e.exit_code == EXIT_USAGE else HTTPStatus.BAD_GATEWAY
@@ -448,3 +560,22 @@ class _Handler(BaseHTTPRequestHandler):
             send(end)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
+
+
+def _is_length(text: str | None) -> bool:
+    """A Content-Length: ASCII digits only (int() also takes "-5", " 5", other digits)."""
+    return text is not None and text.isascii() and text.isdigit()
+
+
+def linger(conn: socket.socket) -> None:
+    """Close our side, then drop what the client still sends, for at most LINGER_S: a close
+    with unread data would reset the connection under the answer it has not read yet."""
+    deadline = time.monotonic() + LINGER_S
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        while (left := deadline - time.monotonic()) > 0:
+            conn.settimeout(left)
+            if not conn.recv(1 << 16):
+                return
+    except OSError:  # timed out, or the client already left
+        return

@@ -3,8 +3,10 @@ question and attachments, a run to a completion or stream chunks, an error to Op
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +16,20 @@ MODEL = "conductor"
 
 
 class BadRequest(Exception):
-    """A request the client must fix: HTTP `status`, OpenAI error `kind`, one-line message."""
+    """A request the client must fix: HTTP `status`, OpenAI error `kind`, one-line message,
+    and the field at fault (`param` in OpenAI's error body; None: the request as a whole)."""
 
-    def __init__(self, message: str, status: int = 400, kind: str = "invalid_request_error"):
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        kind: str = "invalid_request_error",
+        param: str | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.kind = kind
+        self.param = param
 
 
 @dataclass(frozen=True)
@@ -31,16 +41,112 @@ class ChatRequest:
     seed: int | None
 
 
+# The roles OpenAI's API knows; any other is a 400 there, so it is here too.
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+INT64 = 1 << 63
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is an int in Python
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _number_in(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: _is_number(v) and low <= v <= high  # NaN and infinities fail too
+
+
+def _int_in(low: int, high: int) -> Callable[[Any], bool]:
+    return lambda v: _is_int(v) and low <= v <= high
+
+
+def _is_stop(value: Any) -> bool:
+    return isinstance(value, str) or (
+        isinstance(value, list) and all(isinstance(s, str) for s in value)
+    )
+
+
+# The parameters OpenAI's API defines that a client may send us, with what it allows (null is
+# allowed for each, as there). A bad one is a 400 naming it, as OpenAI answers, rather than a
+# run that silently ignores it. Only `stream` and `seed` change a run: how the models sample
+# is the conductor's config. Fields not named here are accepted and ignored (clients send
+# many, and newer ones than we know).
+PARAMETERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "stream": (lambda v: isinstance(v, bool), "a boolean"),
+    "seed": (_int_in(-INT64, INT64 - 1), "an integer (64-bit)"),
+    "temperature": (_number_in(0, 2), "a number from 0 to 2"),
+    "top_p": (_number_in(0, 1), "a number from 0 to 1"),
+    "max_tokens": (_int_in(1, INT64 - 1), "an integer of at least 1"),
+    "max_completion_tokens": (_int_in(1, INT64 - 1), "an integer of at least 1"),
+    "n": (_int_in(1, 1), "1 (this server gives one choice)"),
+    "stop": (_is_stop, "a string or a list of strings"),
+    "presence_penalty": (_number_in(-2, 2), "a number from -2 to 2"),
+    "frequency_penalty": (_number_in(-2, 2), "a number from -2 to 2"),
+    "user": (lambda v: isinstance(v, str), "a string"),
+    "stream_options": (lambda v: isinstance(v, dict), "an object"),
+    "logprobs": (lambda v: isinstance(v, bool), "a boolean"),
+    "top_logprobs": (_int_in(0, 20), "an integer from 0 to 20"),
+    "logit_bias": (lambda v: isinstance(v, dict), "an object"),
+    "response_format": (lambda v: isinstance(v, dict), "an object"),
+    "tools": (lambda v: isinstance(v, list), "a list"),
+    "parallel_tool_calls": (lambda v: isinstance(v, bool), "a boolean"),
+}
+
+
+def _shown(value: Any) -> str:
+    """A bad value as the client sent it, cut short (it goes into a one-line message)."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _invalid(param: str, allowed: str, value: Any) -> BadRequest:
+    return BadRequest(f"'{param}' must be {allowed}; got {_shown(value)}", param=param)
+
+
+def check_parameters(body: dict[str, Any]) -> None:
+    """Every known parameter the body sets holds a value OpenAI's API allows."""
+    for name, (valid, allowed) in PARAMETERS.items():
+        value = body.get(name)
+        if value is not None and not valid(value):
+            raise _invalid(name, allowed, value)
+
+
 def _text(content: Any, where: str) -> str:
-    """A message's content: a string, or OpenAI's list of parts (text parts are kept)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
-        ]
-        return "\n".join(str(p) for p in parts)
-    raise BadRequest(f"{where}.content must be a string or a list of parts")
+    """A message's content: a string, OpenAI's list of parts (text parts are kept), or null
+    (an assistant message that only called tools)."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise _invalid(f"{where}.content", "a string, a list of parts or null", content)
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise _invalid(f"{where}.content[{j}]", "an object with a 'type'", part)
+        if part["type"] == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _invalid(f"{where}.content[{j}].text", "a string", text)
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each message's role and text, checked as OpenAI's API checks them."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _invalid("messages", "a non-empty list of messages", messages)
+    texts = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise _invalid(where, "an object with a 'role'", m)
+        role = m.get("role")
+        if role not in ROLES:
+            raise _invalid(f"{where}.role", "one of " + ", ".join(ROLES), role)
+        texts.append((role, _text(m.get("content"), where)))
+    return texts
 
 
 def parse_chat(body: Any) -> ChatRequest:
@@ -49,27 +155,20 @@ def parse_chat(body: Any) -> ChatRequest:
         raise BadRequest("the request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
-        raise BadRequest("'model' is required (e.g. \"conductor\")")
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise BadRequest("'messages' must be a non-empty list")
-    texts = []
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadRequest(f"messages[{i}] must be an object with a 'role'")
-        texts.append((m["role"], _text(m.get("content", ""), f"messages[{i}]")))
+        raise _invalid("model", 'a model\'s name (e.g. "conductor")', model)
+    texts = _messages(body)
+    check_parameters(body)
     last = max((i for i, (role, _) in enumerate(texts) if role == "user"), default=None)
     if last is None or not texts[last][1].strip():
-        raise BadRequest("no user message with a question")
+        raise BadRequest("no user message with a question", param="messages")
     attachments = tuple(
         Attachment(f"{role} message {i}", text)
         for i, (role, text) in enumerate(texts)
         if i != last and text.strip()
     )
-    seed = body.get("seed")
-    if seed is not None and not isinstance(seed, int):
-        raise BadRequest("'seed' must be an integer")
-    return ChatRequest(model, texts[last][1], attachments, bool(body.get("stream")), seed)
+    return ChatRequest(
+        model, texts[last][1], attachments, bool(body.get("stream")), body.get("seed")
+    )
 
 
 def completion_id() -> str:
@@ -109,8 +208,13 @@ def chunk(cid: str, model: str, delta: dict[str, str], finish: str | None = None
     }
 
 
-def error_body(message: str, kind: str = "invalid_request_error", code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def error_body(
+    message: str,
+    kind: str = "invalid_request_error",
+    code: str | None = None,
+    param: str | None = None,
+) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def models_list(trained: list[str]) -> dict:

@@ -54,8 +54,11 @@ class RunRequest:
         question = raw.get("question")
         if not isinstance(question, str):
             raise ValueError("'question' must be a string")
+        items = raw.get("attachments") or []
+        if not isinstance(items, list):
+            raise ValueError("'attachments' must be a list of [name, text] pairs")
         attachments = []
-        for item in raw.get("attachments") or []:
+        for item in items:
             if not (
                 isinstance(item, list | tuple)
                 and len(item) == 2
@@ -87,8 +90,13 @@ class RunRequest:
         if mode not in ("use", "refresh", "off"):
             raise ValueError("'cache_mode' must be use, refresh or off")
         max_cost = raw.get("max_cost")
-        if max_cost is not None and not isinstance(max_cost, int | float):
+        if max_cost is not None and (
+            not isinstance(max_cost, int | float) or isinstance(max_cost, bool)
+        ):
             raise ValueError("'max_cost' must be a number")
+        stream = raw.get("stream", False)
+        if not isinstance(stream, bool):
+            raise ValueError("'stream' must be true or false")
         source = raw.get("source", "model")
         if source not in ("model", "trace"):
             raise ValueError("'source' must be model or trace")
@@ -101,7 +109,7 @@ class RunRequest:
             workflow,
             overrides,
             mode,
-            bool(raw.get("stream", False)),
+            stream,
             None if max_cost is None else float(max_cost),
             _opt(raw, "max_calls", int),
             source,
