@@ -44,6 +44,9 @@ def isolated_env(root: Path, config: str | None = None) -> dict[str, str]:
     env["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # no config file: the embedded default
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has .pyc files
+    # In-process, as these benches measure, and no background server left behind (server.auto
+    # is on by default); bench/serve_speed.py's default-config rows unset it.
+    env["CONDUCTOR_SERVER_AUTO"] = "0"
     if config is not None:
         env["CONDUCTOR_CONFIG"] = str(root / "config.toml")
         (root / "config.toml").write_text(config, encoding="utf-8")

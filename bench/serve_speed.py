@@ -14,9 +14,15 @@ answers after a fixed delay, except in the embedded-model rows.
    cache off) against the same 8 one at a time, twice: (a) the embedded conductor plans each
    request on this CPU, one plan at a time (the model's lock), so planning's share is
    reported; (b) a conductor served elsewhere (`litellm:`, simulated: 0.3 s per plan), where
-   plans overlap as steps do.
+   plans overlap as steps do;
+5. the default config (issue 32: server.auto on, CONDUCTOR_SERVER_AUTO unset, no `serve
+   --detach`, nothing in the config but the workers): (a) the first `conductor run` of a session,
+   which starts the background server, against the same run --no-server; (b) the second:
+   wall time beyond the 0.2 s worker, against --no-server; (c) 3 independent 1 s steps + a
+   join on a second command, as a share of the chain's span, against the same --no-server.
 
-Run: .venv/bin/python bench/serve_speed.py [--runs 5] [--json]
+Run: .venv/bin/python bench/serve_speed.py [--runs 5] [--json] [--only default|remote]
+(`--only remote`: only rows without a GGUF model, 1, 2, 4b and 5; `--only default`: 5.)
 """
 
 from __future__ import annotations
@@ -78,15 +84,18 @@ def server(env: dict[str, str]) -> Iterator[dict[str, Any]]:
     try:
         yield status(env)
     finally:
-        stop = timed([CONDUCTOR, "serve", "--stop"], env)
-        if stop.returncode != 0:
-            print(
-                f"serve --stop failed ({stop.returncode}): {stop.stderr.strip()}", file=sys.stderr
-            )
-        for log in Path(env["CONDUCTOR_RUNTIME_DIR"]).glob("*.log"):  # the server's stderr
-            for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
-                if line.strip() and f"(server log) {line}" not in NOTES:
-                    NOTES.append(f"(server log) {line}")
+        stop_servers(env)
+
+
+def stop_servers(env: dict[str, str], *, must_run: bool = True) -> None:
+    """`serve --stop` for env's config; the servers' logs go to NOTES."""
+    stop = timed([CONDUCTOR, "serve", "--stop"], env)
+    if stop.returncode != 0 and must_run:
+        print(f"serve --stop failed ({stop.returncode}): {stop.stderr.strip()}", file=sys.stderr)
+    for log in Path(env["CONDUCTOR_RUNTIME_DIR"]).glob("*.log"):  # the server's stderr
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.strip() and f"(server log) {line}" not in NOTES:
+                NOTES.append(f"(server log) {line}")
 
 
 def write_workflow(steps: list[dict[str, Any]], name: str) -> Path:
@@ -309,6 +318,96 @@ def concurrent_row(env: dict[str, str], runs: int, conductor: str) -> dict[str, 
     }
 
 
+# --- 5. the default config: the server starts by itself --------------------------------------
+
+
+def default_rows(fast: FakeOpenAIServer, slow: FakeOpenAIServer, runs: int) -> list[dict[str, Any]]:
+    """Issue 32's figures as a user meets them: no `serve --detach`, server.auto at its
+    default, CONDUCTOR_SERVER_AUTO unset, nothing in the config but the two workers."""
+    env = bench_env(f"{worker('w', fast)}\n{worker('slow', slow)}")
+    env.pop("CONDUCTOR_SERVER_AUTO", None)
+    one = write_workflow([{"worker": "w", "task": "Answer the question.", "sees": []}], "d1.json")
+    task = "Answer the question."
+    graph = write_workflow(
+        [{"worker": "slow", "task": task, "sees": []} for _ in range(3)]
+        + [{"worker": "slow", "task": "Combine the answers.", "sees": [0, 1, 2]}],
+        "dgraph.json",
+    )
+    chain = write_workflow(
+        [{"worker": "slow", "task": task, "sees": [i - 1] if i else []} for i in range(4)],
+        "dchain.json",
+    )
+    served = ["run", "--no-cache", "--json", str(one), QUESTION]
+    here = ["run", "--no-server", "--no-cache", "--json", str(one), QUESTION]
+    first: dict[str, list[float]] = {"served": [], "here": []}
+    second: dict[str, list[float]] = {"served": [], "here": []}
+    spans: dict[str, list[float]] = {k: [] for k in ("graph", "chain", "graph-", "chain-")}
+    started, silent = 0, 0
+    try:
+        for n in range(runs):
+            if n:
+                stop_servers(env)  # a new session: no server runs
+            out = call(served, env, "first run (starts the server)")
+            first["served"].append(out.seconds)
+            started += sum(
+                1
+                for line in out.stderr.splitlines()
+                if line.startswith("conductor: note: started a background server")
+            )
+            first["here"].append(call(here, env, "first run --no-server").seconds)
+        before = status(env)["runs_served"]
+        for _ in range(runs):
+            out = call(served, env, "second run through the server")
+            second["served"].append(out.seconds)
+            silent += not out.stderr.strip()
+            second["here"].append(call(here, env, "second run --no-server").seconds)
+            for name, wf in (("graph", graph), ("chain", chain)):
+                for suffix, extra in (("", []), ("-", ["--no-server"])):
+                    args = ["run", *extra, "--no-cache", "--json", str(wf), QUESTION]
+                    doc = json.loads(call(args, env, f"{name}{suffix} run").stdout)
+                    spans[name + suffix].append(steps_span(load_trace(doc["trace"])))
+        by_server = status(env)["runs_served"] - before
+    finally:
+        stop_servers(env, must_run=False)
+    f_served, f_here = median(first["served"]), median(first["here"])
+    s_served, s_here = median(second["served"]), median(second["here"])
+    beyond, beyond_here = s_served - STEP_S, s_here - STEP_S
+    ratio = median(spans["graph"]) / median(spans["chain"])
+    ratio_here = median(spans["graph-"]) / median(spans["chain-"])
+    return [
+        {
+            "what": f"default config: the first `conductor run` of a session, which starts the "
+            f"background server, {STEP_S:g} s worker (median of {runs} sessions)",
+            "figure": f"{f_served:.2f} s wall = {f_served - STEP_S:+.2f} s beyond the worker "
+            f"(the start note printed {started}/{runs} times)",
+            "reference": f"the same run --no-server: {f_here:.2f} s = "
+            f"{f_here - STEP_S:+.2f} s beyond the worker",
+            "target": "reported (one note line a start)",
+            "ok": started == runs,
+        },
+        {
+            "what": f"default config: the second `conductor run` of a session, "
+            f"{STEP_S:g} s worker (median of {runs})",
+            "figure": f"{s_served:.2f} s wall = {beyond:+.2f} s beyond the worker "
+            f"({by_server} runs served by the server; {silent}/{runs} with empty stderr)",
+            "reference": f"--no-server (in-process): {s_here:.2f} s = {beyond_here:+.2f} s "
+            "beyond the worker",
+            "target": "<= 0.5 s beyond the worker",
+            "ok": beyond <= 0.5 and by_server == 3 * runs and silent == runs,
+        },
+        {
+            "what": f"default config, a second command: 3 independent {SLOW_S:g} s steps + 1 "
+            f"that sees them (steps' span, median of {runs})",
+            "figure": f"{median(spans['graph']):.2f} s = {ratio:.2f} x the chain "
+            f"({median(spans['chain']):.2f} s)",
+            "reference": f"--no-server: {median(spans['graph-']):.2f} s = {ratio_here:.2f} x "
+            f"the chain ({median(spans['chain-']):.2f} s)",
+            "target": "<= 0.55 x the chain",
+            "ok": ratio <= 0.55,
+        },
+    ]
+
+
 def load_note(when: str) -> None:
     """The machine's load: two llama.cpp processes on 2 cores slow each other down many times."""
     one, five, _ = os.getloadavg()
@@ -326,6 +425,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--only",
+        choices=["default", "remote"],
+        help="default: only the default-config rows (5); remote: only rows that load no GGUF "
+        "model (1, 2, 4b, 5), e.g. while another llama.cpp process has the CPU",
+    )
     args = parser.parse_args()
     fast = FakeOpenAIServer(script=["slow"], delay=STEP_S, answer="Paris.")
     slow = FakeOpenAIServer(script=["slow"], delay=SLOW_S, answer="Paris.")
@@ -341,34 +446,40 @@ def main() -> None:
     try:
         env = bench_env(f"[server]\nport = 0\n\n{worker('w', fast)}\n{worker('slow', slow)}")
         load_note("at the start")
-        with server(env):
-            rows.append(one_step_row(env, fast, args.runs))
-            rows.append(graph_row(env, slow, args.runs))
-        load_note("after rows 1-2")
-        rows.extend(ask_rows(args.runs))
-        load_note("after the embedded-model asks")
-        rows.append(
-            concurrent_row(
-                bench_env(
-                    "[conductor]\nmax_steps = 1\n\n[cache]\nenabled = false\n\n"
-                    f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n{worker('w', pool)}"
-                ),
-                args.runs,
-                "the embedded conductor plans on this CPU",
+        if args.only in (None, "remote"):
+            with server(env):
+                rows.append(one_step_row(env, fast, args.runs))
+                rows.append(graph_row(env, slow, args.runs))
+            load_note("after rows 1-2")
+        if args.only is None:
+            rows.extend(ask_rows(args.runs))
+            load_note("after the embedded-model asks")
+            rows.append(
+                concurrent_row(
+                    bench_env(
+                        "[conductor]\nmax_steps = 1\n\n[cache]\nenabled = false\n\n"
+                        f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n"
+                        f"{worker('w', pool)}"
+                    ),
+                    args.runs,
+                    "the embedded conductor plans on this CPU",
+                )
             )
-        )
-        rows.append(
-            concurrent_row(
-                bench_env(
-                    '[conductor]\nmodel = "litellm:openai/planner"\n'
-                    f'api_base = "{planner.api_base}"\nmax_steps = 1\n\n'
-                    "[cache]\nenabled = false\n\n"
-                    f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n{worker('w', pool)}"
-                ),
-                args.runs,
-                f"a conductor served elsewhere ({PLAN_S:g} s per plan, simulated)",
+        if args.only in (None, "remote"):
+            rows.append(
+                concurrent_row(
+                    bench_env(
+                        '[conductor]\nmodel = "litellm:openai/planner"\n'
+                        f'api_base = "{planner.api_base}"\nmax_steps = 1\n\n'
+                        "[cache]\nenabled = false\n\n"
+                        f"[server]\nport = 0\nmax_concurrent_runs = {REQUESTS}\n\n"
+                        f"{worker('w', pool)}"
+                    ),
+                    args.runs,
+                    f"a conductor served elsewhere ({PLAN_S:g} s per plan, simulated)",
+                )
             )
-        )
+        rows.extend(default_rows(fast, slow, args.runs))
         load_note("at the end")
     finally:
         for fake in (fast, slow, pool, planner):

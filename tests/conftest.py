@@ -123,6 +123,10 @@ def isolated_home(
     runtime = Path(tempfile.mkdtemp(prefix="cr-", dir="/tmp"))
     monkeypatch.setenv("CONDUCTOR_RUNTIME_DIR", str(runtime))
     monkeypatch.delenv("CONDUCTOR_SERVER", raising=False)
+    # server.auto is on by default; the suite's CLI tests run in-process, as they always did,
+    # and start no background server. Tests of the auto path delete this or set it to 1, and
+    # _stop_servers below kills whatever they started.
+    monkeypatch.setenv("CONDUCTOR_SERVER_AUTO", "0")
     try:
         yield home
     finally:

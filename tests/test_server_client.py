@@ -162,9 +162,10 @@ def test_a_dead_server_is_noted_cleaned_up_and_the_run_goes_in_process(
 
 
 def test_auto_starts_one_server_for_two_clis_and_it_exits_when_idle(
-    tmp_path: Path, gguf_path: Path
+    tmp_path: Path, gguf_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = write_config(tmp_path / "auto.toml", "auto = true\nidle_timeout_s = 3\n")
+    monkeypatch.delenv("CONDUCTOR_SERVER_AUTO")  # the default: server.auto is on
+    config = write_config(tmp_path / "auto.toml", "idle_timeout_s = 3\n")
     files = local.files_for(config)
     first = start_cli("--config", str(config), "ask", QUESTION)
     second = start_cli("--config", str(config), "ask", "What is 2 + 2?")
@@ -172,8 +173,12 @@ def test_auto_starts_one_server_for_two_clis_and_it_exits_when_idle(
     assert first.returncode == second.returncode == 0, outs
     info = local.read_info(files)
     assert info is not None and info.detached
-    # Both runs went to the one server the lock let start.
+    assert info.url is None  # an auto server listens on its socket only
+    # Both runs went to the one server the lock let start; the CLI that started it said so.
     assert status(config)["runs_served"] == 2
+    started = [line for _, err in outs for line in err.splitlines() if "background server" in line]
+    assert len(started) == 1 and f"(pid {info.pid})" in started[0], outs
+    assert started[0].startswith("conductor: note: ") and "3 s idle" in started[0]
     deadline = time.monotonic() + 60
     while local.pid_alive(info.pid):  # idle for 3 s: it leaves, and takes its files along
         assert time.monotonic() < deadline

@@ -192,7 +192,7 @@ def ask(
     attachments = read_attachments(file, no_stdin)
     path = config_path(ctx, config)
     cfg = load_config(path)
-    endpoint = pick_endpoint(path, cfg.server.auto, no_server)
+    endpoint = pick_endpoint(path, cfg.server, no_server, quiet=quiet)
     if endpoint is None or endpoint.socket is not None:
         # A server elsewhere (CONDUCTOR_SERVER) has its own config and checks the options.
         cfg = restrict_workers(cfg, worker or [])
@@ -299,7 +299,7 @@ def run(
         quiet=quiet,
         verbose=verbose,
         as_json=as_json,
-        endpoint=pick_endpoint(path, cfg.server.auto, no_server),
+        endpoint=pick_endpoint(path, cfg.server, no_server, quiet=quiet),
         request=_request(question, attachments, mode, max_cost, max_calls, workflow=workflow),
     )
 

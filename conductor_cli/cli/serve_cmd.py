@@ -33,7 +33,10 @@ def serve(
         bool, typer.Option("--detach", help="Start a background server and return.")
     ] = False,
     stop: Annotated[
-        bool, typer.Option("--stop", help="Stop the background server for this config.")
+        bool,
+        typer.Option(
+            "--stop", help="Stop this config's servers, whatever environment each started in."
+        ),
     ] = False,
     status: Annotated[
         bool,
@@ -41,6 +44,8 @@ def serve(
     ] = False,
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
     no_idle_exit: Annotated[bool, typer.Option("--no-idle-exit", hidden=True)] = False,
+    socket_only: Annotated[bool, typer.Option("--socket-only", hidden=True)] = False,
+    env_id: Annotated[str | None, typer.Option("--env-id", hidden=True)] = None,
     as_json: AsJson = False,
     config: ConfigOption = None,
 ) -> None:
@@ -79,6 +84,8 @@ def serve(
         idle_exit=background and not no_idle_exit,
         detached=background,
         any_port=background and port is None,
+        tcp=not socket_only,
+        env_id=env_id,
     )
 
 
@@ -93,7 +100,13 @@ def _detach(
             "--detach serves on 127.0.0.1 at server.port; for another address or port run "
             "`conductor serve` in the foreground (under your service manager)"
         )
-    info = daemon.start(path, idle_exit=True)
+    info, started = daemon.start(path, idle_exit=True)
+    if not started and info.url is None:
+        raise InputError(
+            f"a background server for this config already runs on its local socket only (pid "
+            f"{info.pid}, started by server.auto); `conductor serve --stop` stops it, then "
+            "`conductor serve --detach` starts one on TCP too"
+        )
     sys.stderr.write(
         f"conductor: serving {info.url}/v1 in the background (pid {info.pid}); it exits after "
         f"{cfg.server.idle_timeout_s:g} s idle. `conductor serve --stop` stops it\n"
@@ -103,25 +116,35 @@ def _detach(
 def _stop(path: Path | None) -> None:
     from conductor_cli.server import daemon
 
-    pid = daemon.stop(path)
-    if pid is None:
+    pids = daemon.stop(path)
+    if not pids:
         sys.stderr.write("conductor: no server runs for this config\n")
         raise typer.Exit(1)
-    sys.stderr.write(f"conductor: stopped the server (pid {pid})\n")
+    for pid in pids:
+        sys.stderr.write(f"conductor: stopped the server (pid {pid})\n")
 
 
 def _status(path: Path | None, as_json: bool) -> None:
     from conductor_cli.server import daemon
 
     doc = daemon.server_status(path)
+    others = [{"pid": o.pid, "started": o.started} for o in daemon.other_servers(path)]
+    elsewhere = (
+        f"conductor: {len(others)} other server(s) of this config run (pid "
+        f"{', '.join(str(o['pid']) for o in others)}), started with other keys, endpoints or "
+        "proxies in the environment; this shell does not use them. `conductor serve --stop` "
+        "stops them all\n"
+    )
     if doc is None:
         if as_json:
-            print_json({"running": False})
+            print_json({"running": False, "other_servers": others})
         else:
-            sys.stderr.write("conductor: no server runs for this config\n")
+            sys.stderr.write("conductor: no server runs for this config and environment\n")
+            if others:
+                sys.stderr.write(elsewhere)
         raise typer.Exit(1)
     if as_json:
-        print_json({"running": True, **doc})
+        print_json({"running": True, **doc, "other_servers": others})
         return
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(doc["started"]))
     models = ", ".join(doc.get("models_loaded") or []) or "none yet"
@@ -137,3 +160,5 @@ def _status(path: Path | None, as_json: bool) -> None:
     if doc.get("idle_timeout_s"):
         lines.append(f"idle exit     after {doc['idle_timeout_s']:g} s without a request")
     sys.stdout.write("\n".join(lines) + "\n")
+    if others:
+        sys.stderr.write(elsewhere)

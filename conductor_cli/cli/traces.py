@@ -183,7 +183,7 @@ def replay(
         # A fresh run of the recorded workflow: the one kind a server carries out.
         from conductor_cli.cli import via_server
 
-        endpoint = via_server.pick_endpoint(path, cfg.server.auto, no_server)
+        endpoint = via_server.pick_endpoint(path, cfg.server, no_server, quiet=quiet)
         if endpoint is not None:
             remote = via_server.run(
                 endpoint,

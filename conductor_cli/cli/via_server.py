@@ -1,18 +1,23 @@
 """`ask` and `run` through a running server (warm models, litellm imported once), else
-in-process. `[server] auto` starts a background server when none runs; a dead one is noted in
-one line and its files removed. Imports no model code: the server holds it."""
+in-process. `[server] auto` (on by default; CONDUCTOR_SERVER_AUTO beats it) starts a background
+server when none runs, and the command that starts it says so in one note; one that cannot
+start, or a dead one, is noted in one line and the command runs in-process. Imports no model
+code: the server holds it."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conductor_cli.cli.present import watching
 from conductor_cli.errors import ConductorError
 from conductor_cli.server.client import Endpoint, RemoteResult, ServerGone
 from conductor_cli.server.wire import RunRequest
+
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import ServerSettings
 
 
 def note(line: str) -> None:
@@ -20,24 +25,52 @@ def note(line: str) -> None:
     sys.stderr.flush()
 
 
-def pick_endpoint(config_path: Path | None, auto: bool, no_server: bool) -> Endpoint | None:
-    """The server this run goes to, or None for in-process."""
+def pick_endpoint(
+    config_path: Path | None, settings: ServerSettings, no_server: bool, *, quiet: bool = False
+) -> Endpoint | None:
+    """The server this run goes to, or None for in-process. A server this call starts is
+    announced in one note (not with -q); one that cannot start leaves the run in-process, with
+    one note."""
     if no_server:
         return None
     from conductor_cli.server import daemon
 
-    endpoint, gone = daemon.find(config_path)
+    auto = daemon.auto_wanted(settings.auto)
+    try:
+        endpoint, gone = daemon.find(config_path)
+    except OSError:  # an unusable runtime dir: starting one there fails, with its note
+        endpoint, gone = None, None
     if endpoint is not None:
         return endpoint
-    if auto:
-        try:
-            return daemon.ensure(config_path)
-        except ConductorError as e:
-            note(f"could not start a server ({e}); running in-process")
-            return None
-    if gone is not None:
-        note(f"{gone}; running in-process")
-    return None
+    if not auto:
+        if gone is not None:
+            note(f"{gone}; running in-process")
+        return None
+    try:
+        endpoint, started = daemon.ensure(config_path)
+    except (ConductorError, OSError) as e:
+        note(f"could not start a background server ({e}); running in-process")
+        return None
+    if started is not None and not quiet:
+        why = ""
+        if daemon.other_servers(config_path):
+            why = " (the one already running has other keys, endpoints or proxies; it idles out)"
+        note(
+            f"started a background server for this config{why} (pid {started.pid}); it keeps "
+            f"models loaded between commands and exits after "
+            f"{idle_text(settings.idle_timeout_s)} idle. Stop it: `conductor serve --stop`; "
+            "turn it off: `conductor config set server.auto false` (or --no-server for one "
+            "command)"
+        )
+    return endpoint
+
+
+def idle_text(seconds: float) -> str:
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:g} s"
 
 
 def pull_first(cfg: Any, *, conductor: bool) -> None:

@@ -58,13 +58,17 @@ def serve(
     idle_exit: bool = False,
     detached: bool = False,
     any_port: bool = False,
+    tcp: bool = True,
+    env_id: str | None = None,
 ) -> None:
     """Serve until interrupted, stopped (`serve --stop`) or, with `idle_exit`, idle for
     server.idle_timeout_s; the models stay loaded between requests.
 
     `config_file` (as given; None: the default place) is watched and re-read when it changes.
     `any_port`: when the configured port is taken, take any free one (a background server
-    must start; its pid file says where it listens).
+    must start; its pid file says where it listens). `tcp=False`: the local socket only (a
+    server `[server] auto` starts). `env_id`: the environment hash the starting CLI computed
+    (server/local.py), which names the local files.
     """
     from conductor_cli.server import local
     from conductor_cli.server.app import ConfigWatch, ServerApp
@@ -72,7 +76,7 @@ def serve(
 
     key = api_key(host, key_env)
     port = config.server.port if port is None else port
-    files = local.prepare(local.files_for(config_file)) if local_socket else None
+    files = local.prepare(local.files_for(config_file, env_id)) if local_socket else None
     app = ServerApp(
         config,
         watch=ConfigWatch(config_file),
@@ -85,17 +89,23 @@ def serve(
             _claim(files)
             listeners.append(LocalSocketServer(files.socket, app))
             app.urls["socket"] = str(files.socket)
-        listeners.append(_bind_tcp(host, port, key, app, any_port))
-        app.urls["tcp"] = listeners[-1].url
+        if tcp or files is None:
+            listeners.append(_bind_tcp(host, port, key, app, any_port))
+            app.urls["tcp"] = listeners[-1].url
         if files is not None:
             info = local.ServerInfo(
-                os.getpid(), str(files.socket), app.urls["tcp"], files.config, app.started, detached
+                os.getpid(),
+                str(files.socket),
+                app.urls.get("tcp"),
+                files.config,
+                app.started,
+                detached,
             )
             local.write_info(files, info)
         for listener in listeners:
             threading.Thread(target=listener.serve_forever, daemon=True).start()
             running.append(listener)
-        on_ready(app.urls["tcp"])
+        on_ready(app.urls.get("tcp") or app.urls["socket"])
         _wait(app)
     finally:
         for listener in running:

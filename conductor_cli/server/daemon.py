@@ -1,5 +1,8 @@
 """A background server: find the one for this config, start one (`serve --detach`, `auto`),
-ask it how it is (`--status`) and stop it (`--stop`). Standard library only."""
+ask it how it is (`--status`) and stop it (`--stop`). Standard library only.
+
+A CLI uses the server of its config, data place and run environment (server/local.py); one
+started since its keys or endpoints changed is another server, and `--stop` stops them all."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.errors import ConductorError
+from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.server import client, local
 from conductor_cli.server.client import Endpoint, ServerGone
 
@@ -20,6 +23,23 @@ from conductor_cli.server.client import Endpoint, ServerGone
 # Python may take longer, and the CLI falls back to in-process past this.
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+# Beats the config's server.auto: 1/true/yes/on or 0/false/no/off (the tests set 0).
+AUTO_ENV = "CONDUCTOR_SERVER_AUTO"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def auto_wanted(configured: bool) -> bool:
+    """Whether ask/run/replay --live may start a server: CONDUCTOR_SERVER_AUTO when set,
+    else the config's server.auto."""
+    raw = os.environ.get(AUTO_ENV, "").strip().lower()
+    if not raw:
+        return configured
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise InputError(f"{AUTO_ENV}={os.environ[AUTO_ENV]!r}: give 1 (start a server) or 0 (never)")
 
 
 def find(config_path: Path | None) -> tuple[Endpoint | None, str | None]:
@@ -37,21 +57,39 @@ def find(config_path: Path | None) -> tuple[Endpoint | None, str | None]:
     return None, "the server for this config is gone (its stale socket and pid file removed)"
 
 
-def start(config_path: Path | None, *, idle_exit: bool = True) -> local.ServerInfo:
-    """Start a background server for this config unless one runs; return its pid file."""
+def start(
+    config_path: Path | None, *, idle_exit: bool = True, tcp: bool = True
+) -> tuple[local.ServerInfo, bool]:
+    """Start a background server for this config and environment unless one runs: its pid
+    file, and whether this call started it. `tcp=False`: the local socket only (`auto`).
+    Raises ConductorError when it cannot start (the runtime dir unusable, the server failing)."""
+    try:
+        return _start(config_path, idle_exit=idle_exit, tcp=tcp)
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        raise ConductorError(f"{where}{e.strerror or e}") from None
+
+
+def _start(
+    config_path: Path | None, *, idle_exit: bool, tcp: bool
+) -> tuple[local.ServerInfo, bool]:
     files = local.prepare(local.files_for(config_path))
     with local.start_lock(files):
         if local.socket_answers(files.socket):
             info = local.read_info(files)
             if info is not None:
-                return info
+                return info, False
         local.clean_stale(files)
         command = [sys.executable, "-m", "conductor_cli"]
         if config_path is not None:
             command += ["--config", str(config_path.absolute())]
-        command += ["serve", "--background"]
+        # The CLI's environment hash names the server's files: the server inherits this very
+        # environment, and nothing it imports later can move it elsewhere.
+        command += ["serve", "--background", "--env-id", files.key.rsplit("-", 1)[1]]
         if not idle_exit:
             command.append("--no-idle-exit")
+        if not tcp:
+            command.append("--socket-only")
         fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             proc = subprocess.Popen(
@@ -73,7 +111,7 @@ def start(config_path: Path | None, *, idle_exit: bool = True) -> local.ServerIn
                 )
             info = local.read_info(files)
             if info is not None and info.pid == proc.pid and local.socket_answers(files.socket):
-                return info
+                return info, True
             time.sleep(0.05)
         proc.terminate()
         raise ConductorError(
@@ -81,17 +119,20 @@ def start(config_path: Path | None, *, idle_exit: bool = True) -> local.ServerIn
         )
 
 
-def ensure(config_path: Path | None) -> Endpoint:
-    """`[server] auto`: the running server, or a newly started one."""
+def ensure(config_path: Path | None) -> tuple[Endpoint, local.ServerInfo | None]:
+    """`[server] auto`: the running server, or a newly started one on the local socket only
+    (nothing but this user's CLIs reaches it); the second item is the pid file of a server
+    this call started, else None."""
     endpoint, _ = find(config_path)
     if endpoint is not None:
-        return endpoint
-    info = start(config_path)
-    return Endpoint(socket=Path(info.socket))
+        return endpoint, None
+    info, started = start(config_path, tcp=False)
+    return Endpoint(socket=Path(info.socket)), info if started else None
 
 
 def server_status(config_path: Path | None) -> dict[str, Any] | None:
-    """What the server for this config reports about itself; None when none runs."""
+    """What the server for this config and environment reports about itself; None when none
+    runs."""
     endpoint, _ = find(config_path)
     if endpoint is None:
         return None
@@ -101,9 +142,32 @@ def server_status(config_path: Path | None) -> dict[str, Any] | None:
         return None
 
 
-def stop(config_path: Path | None) -> int | None:
-    """Stop the local server for this config; its pid, or None when none ran."""
-    files = local.files_for(config_path)
+def other_servers(config_path: Path | None) -> list[local.ServerInfo]:
+    """The live servers of this config started in another environment (their keys, tokens,
+    endpoints or proxies differ from this process's): this CLI does not use them."""
+    mine = local.files_for(config_path).key
+    out = []
+    for files in local.servers_of_config(config_path):
+        if files.key == mine:
+            continue
+        info = local.read_info(files)
+        if info is not None and local.pid_alive(info.pid) and local.socket_answers(files.socket):
+            out.append(info)
+    return out
+
+
+def stop(config_path: Path | None) -> list[int]:
+    """Stop every local server of this config and data place, whatever environment each
+    started in; the pids stopped (none: none ran). Stale files are removed on the way."""
+    stopped = []
+    for files in local.servers_of_config(config_path):
+        pid = _stop_one(files)
+        if pid is not None:
+            stopped.append(pid)
+    return stopped
+
+
+def _stop_one(files: local.ServerFiles) -> int | None:
     info = local.read_info(files)
     if not local.socket_answers(files.socket):
         local.clean_stale(files)
@@ -113,7 +177,8 @@ def stop(config_path: Path | None) -> int | None:
         client.stop(Endpoint(socket=files.socket))
     except ServerGone:
         if pid is not None:
-            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while time.monotonic() < deadline:
         if pid is None or not local.pid_alive(pid):
@@ -122,7 +187,8 @@ def stop(config_path: Path | None) -> int | None:
         time.sleep(0.05)
     else:
         if pid is not None:
-            os.kill(pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     local.clean_stale(files)
     return pid
 

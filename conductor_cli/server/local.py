@@ -1,9 +1,13 @@
 """Where the local server for one user and config lives: socket, pid file, start lock, log.
 
-One server per user, config file and data directories (a server writes traces and cache
-entries where its own environment says, so two data dirs never share one). The files sit in a
-0700 runtime directory; the socket is 0600, so only its owner can run anything through it.
-Standard library only: the CLI reads these files before deciding whether to load anything.
+One server per user, config file, data directories and run environment. A server writes traces
+and cache entries where its own environment says, so two data dirs never share one; and it
+calls workers with the provider keys and endpoints of the environment it started in, so a CLI
+whose keys, tokens, endpoints or proxies differ (a key exported since) gets a server of its
+own (the old one idles out). Only a hash of those variables is kept, never a value. The files
+sit in a 0700 runtime directory; the socket is 0600, so only its owner can run anything
+through it. Standard library only: the CLI reads these files before deciding whether to load
+anything.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
 import stat
 import time
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +32,19 @@ from conductor_cli.storage import paths
 
 # The environment that decides where a server writes: part of which server a CLI may use.
 _PLACE_VARS = ("CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR", "CONDUCTOR_MODELS_DIR")
+# Variables that can change what a run does (a provider's key, an endpoint, a proxy): litellm
+# and the providers' SDKs read them from the server's environment. Matched on the upper-cased
+# name; the config's own api_key_env names count too, whatever they are called.
+_RUN_ENV_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "API_BASE", "BASE_URL", "ENDPOINT")
+_RUN_ENV_PREFIXES = (
+    "OPENAI_", "ANTHROPIC_", "AZURE_", "AWS_", "GEMINI_", "GOOGLE_", "VERTEX", "MISTRAL_",
+    "GROQ_", "COHERE_", "HF_", "HUGGINGFACE", "OLLAMA_", "LITELLM_", "TOGETHER", "DEEPSEEK",
+    "XAI_", "OPENROUTER",
+)  # fmt: skip
+_RUN_ENV_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+# The CLI's own client settings: they pick a server, they change nothing a server does.
+_CLIENT_VARS = ("CONDUCTOR_SERVER", "CONDUCTOR_SERVER_KEY", "CONDUCTOR_SERVER_AUTO")
+_ENV_ID = re.compile(r"[0-9a-f]{8}")
 # sockaddr_un holds 108 bytes on Linux, 104 on macOS, the final NUL included.
 _MAX_SOCKET_PATH = 103
 
@@ -53,16 +72,93 @@ class ServerFiles:
         return self.directory / f"server-{self.key}.log"
 
 
-def files_for(config_path: Path | None) -> ServerFiles:
+def files_for(config_path: Path | None, env_id: str | None = None) -> ServerFiles:
+    """The files of the server for this config, data place and run environment. KEY is
+    `<config and place>-<environment>`; `env_id` (a background server's, as its CLI computed
+    it) replaces this process's environment hash."""
     target = str((config_path or paths.config_file()).expanduser().absolute())
+    if env_id is None:
+        env_id = environment_id(Path(target))
+    elif not _ENV_ID.fullmatch(env_id):
+        raise InputError(f"--env-id {env_id!r}: not 8 hexadecimal digits")
+    return ServerFiles(paths.runtime_dir(), f"{_config_key(target)}-{env_id}", target)
+
+
+def _config_key(target: str) -> str:
     place = [os.environ.get(name, "") for name in _PLACE_VARS]
-    key = hashlib.sha256("\0".join([target, *place]).encode()).hexdigest()[:12]
-    return ServerFiles(paths.runtime_dir(), key, target)
+    return hashlib.sha256("\0".join([target, *place]).encode()).hexdigest()[:12]
+
+
+def servers_of_config(config_path: Path | None) -> list[ServerFiles]:
+    """The files of every server of this config and data place, whatever its environment
+    (what `serve --stop` stops), sorted by key."""
+    target = str((config_path or paths.config_file()).expanduser().absolute())
+    directory = paths.runtime_dir()
+    prefix = f"server-{_config_key(target)}-"
+    keys: set[str] = set()
+    with contextlib.suppress(OSError):
+        for entry in directory.iterdir():
+            name = entry.name
+            if name.startswith(prefix) and name.endswith((".json", ".sock")):
+                env_id = name[len(prefix) :].rsplit(".", 1)[0]
+                if _ENV_ID.fullmatch(env_id):
+                    keys.add(f"{prefix[len('server-') :]}{env_id}")
+    return [ServerFiles(directory, key, target) for key in sorted(keys)]
+
+
+def is_run_env(name: str) -> bool:
+    """Whether a variable may change what a run does (see _RUN_ENV_PARTS)."""
+    upper = name.upper()
+    if upper in _CLIENT_VARS:
+        return False
+    return (
+        any(part in upper for part in _RUN_ENV_PARTS)
+        or upper.startswith(_RUN_ENV_PREFIXES)
+        or upper in _RUN_ENV_PROXIES
+    )
+
+
+def config_key_vars(config_file: Path) -> set[str]:
+    """The api_key_env names the config file gives (its conductor's and workers'), read with
+    tomllib alone; none when the file is missing or broken (the CLI reports a broken one)."""
+    try:
+        with config_file.open("rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, ValueError):
+        return set()
+    tables = [doc.get("conductor")]
+    workers = doc.get("workers")
+    if isinstance(workers, list):
+        tables.extend(workers)
+    return {
+        t["api_key_env"]
+        for t in tables
+        if isinstance(t, dict) and isinstance(t.get("api_key_env"), str) and t["api_key_env"]
+    }
+
+
+def environment_id(config_file: Path, environ: Mapping[str, str] | None = None) -> str:
+    """A hash of the variables that can change a run: the config's api_key_env names (set or
+    not) and every credential-, endpoint- or proxy-like name set (sha256; no value is kept)."""
+    env = os.environ if environ is None else environ
+    names = sorted({n for n in env if is_run_env(n)} | config_key_vars(config_file))
+    digest = hashlib.sha256()
+    for name in names:
+        value = env.get(name)
+        digest.update(name.encode("utf-8", "surrogateescape") + b"\0")
+        digest.update(b"-" if value is None else b"=" + value.encode("utf-8", "surrogateescape"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:8]
 
 
 def prepare(files: ServerFiles) -> ServerFiles:
     """Create the runtime dir 0700 (tightening one that is looser) and check the socket fits."""
-    paths.private_dir(files.directory)
+    try:
+        paths.private_dir(files.directory)
+    except FileExistsError:
+        raise InputError(
+            f"{files.directory}: not a directory; point CONDUCTOR_RUNTIME_DIR at a directory"
+        ) from None
     mode = stat.S_IMODE(files.directory.stat().st_mode)
     if mode & 0o077:
         os.chmod(files.directory, 0o700)
