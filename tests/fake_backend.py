@@ -23,24 +23,33 @@ from conductor_cli.run.pool import Worker
 
 Reply = str | Callable[[Request], str]
 
-_TASK = re.compile(r"^Your task: (.*)$", re.MULTILINE)
-_SEEN = re.compile(r"^Output of step (\d+) \(", re.MULTILINE)
+# Each seen step is an earlier exchange whose user turn starts "Step N (worker): task".
+_SEEN = re.compile(r"^Step (\d+) \(")
 
 
 def user_text(request: Request) -> str:
-    """The last user message: where the engine puts the question, the seen outputs and the task."""
+    """The last user message: where the engine puts the question, attachments and the task."""
     return next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
 
 
+def conversation(request: Request) -> str:
+    """Every message's text: the question, the outputs of the steps seen, the task."""
+    return "\n\n".join(m["content"] for m in request.messages)
+
+
 def task_of(request: Request) -> str:
-    """The step's task, as the engine writes it into the worker's prompt ("" if none)."""
-    found = _TASK.findall(user_text(request))
-    return found[-1] if found else ""
+    """The step's task, as the engine writes it: the last paragraph of the last user message
+    (the question itself when the task only restated it)."""
+    return user_text(request).rsplit("\n\n", 1)[-1]
 
 
 def seen_steps(request: Request) -> tuple[int, ...]:
     """The step numbers whose outputs the prompt shows, in the order it shows them."""
-    return tuple(int(n) for n in _SEEN.findall(user_text(request)))
+    return tuple(
+        int(m.group(1))
+        for message in request.messages[:-1]
+        if message["role"] == "user" and (m := _SEEN.match(message["content"]))
+    )
 
 
 def by_task(answers: Mapping[str, str], default: str = "fake answer") -> Callable[[Request], str]:

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TAG = re.compile(r"\[Q(\d+)\]")
-SEEN = re.compile(r"^Output of step \d+ \(([^:]+):", re.MULTILINE)
+# A seen step comes as an earlier exchange whose user turn names it (run/messages.py).
+SEEN = re.compile(r"^Step \d+ \(([^)]+)\): ", re.MULTILINE)
 # A later round's step reads the answer so far as an attachment (api._later_rounds).
 ROUND_SEEN = re.compile(r"^Attached answer of round (\d+):", re.MULTILINE)
 # The helper a cue question's worker "sees" when its prompt carries an earlier round's answer.

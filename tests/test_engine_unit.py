@@ -12,7 +12,7 @@ import pytest
 
 from conductor_cli.errors import BudgetError, WorkerError
 from conductor_cli.run.budget import Budget
-from conductor_cli.run.engine import Engine, StepResult, worker_system_prompt
+from conductor_cli.run.engine import Engine, StepResult
 from conductor_cli.run.events import (
     RunStarted,
     StepFailed,
@@ -30,6 +30,7 @@ from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter
 from .fake_backend import (
     FakeBackend,
     by_task,
+    conversation,
     fake_worker,
     permanent,
     seen_steps,
@@ -178,15 +179,19 @@ def test_each_step_reads_exactly_the_outputs_its_access_list_names() -> None:
     eng = Engine(Pool((fake_worker("w", fake),)), subscriber)
     results = eng.run(QUESTION, wf, ())
     assert fake.log.index(("end", "t1")) < fake.log.index(("end", "t0"))
-    prompts = {task_of(r): user_text(r) for r in fake.requests}
+    prompts = {task_of(r): conversation(r) for r in fake.requests}
     seen = {task_of(r): seen_steps(r) for r in fake.requests}
     assert seen == {"t0": (), "t1": (), "t2": (0,), "t3": (1, 2)}
     for task, expected in {"t2": {"t0"}, "t3": {"t1", "t2"}}.items():
         for other, text in outputs.items():
             assert (text in prompts[task]) == (other in expected), (task, other)
     assert "OUT" not in prompts["t0"] + prompts["t1"]
-    # The prompt names the seen step's worker and task beside its output.
-    assert "Output of step 0 (w: t0):\nOUT-ZERO" in prompts["t2"]
+    # A seen step comes as an earlier exchange: its worker and task, then its output.
+    step2 = next(r for r in fake.requests if task_of(r) == "t2")
+    assert step2.messages[:2] == (
+        {"role": "user", "content": "Step 0 (w): t0"},
+        {"role": "assistant", "content": "OUT-ZERO"},
+    )
     # The StepResult and StepStarted events carry the same messages the model got.
     by_index = {e.index: e.messages for e in rec.of(StepStarted)}
     for r in results:
@@ -195,7 +200,7 @@ def test_each_step_reads_exactly_the_outputs_its_access_list_names() -> None:
         assert r.sees == wf.steps[r.index].sees
 
 
-def test_every_prompt_holds_the_question_the_task_and_the_workers_own_role() -> None:
+def test_every_prompt_holds_the_question_then_the_task_and_no_persona() -> None:
     a, b = FakeBackend(), FakeBackend()
     rec = Recorder()
     workers = [
@@ -204,14 +209,32 @@ def test_every_prompt_holds_the_question_the_task_and_the_workers_own_role() -> 
     ]
     wf = flow(("alice", "Prove it", ()), ("bob", "Code it", (0,)))
     engine(workers, rec).run(QUESTION, wf, ())
-    for fake, worker, task in ((a, workers[0], "Prove it"), (b, workers[1], "Code it")):
-        (request,) = fake.requests
-        system, user = request.messages
-        assert system == {"role": "system", "content": worker_system_prompt(worker)}
-        assert worker.description in system["content"]
-        assert user["role"] == "user"
-        assert user["content"].startswith(f"Question: {QUESTION}")
-        assert user["content"].endswith(f"Your task: {task}")
+    (first,) = a.requests
+    assert first.messages == ({"role": "user", "content": f"{QUESTION}\n\nProve it"},)
+    (second,) = b.requests
+    assert second.messages == (
+        {"role": "user", "content": "Step 0 (alice): Prove it"},
+        {"role": "assistant", "content": "fake answer"},
+        {"role": "user", "content": f"{QUESTION}\n\nCode it"},
+    )
+    # Small models answer worse under a team persona (issue 32): no system message at all.
+    assert all(m["role"] != "system" for r in (first, second) for m in r.messages)
+
+
+def test_a_task_that_only_restates_the_question_sends_the_question_itself() -> None:
+    fake = FakeBackend()
+    question = "What is the capital of France?"
+    wf = flow(
+        ("w", "Find the capital of France.", ()),
+        ("w", "Translate the answer into German.", ()),
+        ("w", "Answer the question.", (0,)),
+    )
+    engine([fake_worker("w", fake)], Recorder()).run(question, wf, ())
+    by_task = {r.messages[-1]["content"]: r for r in fake.requests}
+    assert question in by_task  # the first step: the question, alone, as the user asked it
+    assert f"{question}\n\nTranslate the answer into German." in by_task
+    # A step that reads earlier output keeps its task, which says what to do with it.
+    assert f"{question}\n\nAnswer the question." in by_task
 
 
 def test_requests_carry_the_workers_settings_and_a_seed_per_step() -> None:
@@ -300,15 +323,21 @@ def test_the_fallback_worker_takes_a_step_its_worker_could_not_do() -> None:
     backup = FakeBackend(reply="backup answer")
     rec = Recorder()
     workers = [
-        fake_worker("primary", primary, retries=1, fallback="backup"),
+        fake_worker(
+            "primary", primary, retries=1, fallback="backup", context_tokens=4_000, max_tokens=100
+        ),
         fake_worker("backup", backup, description="the spare"),
     ]
-    results = engine(workers, rec).run(QUESTION, flow(("primary", "t0", ())), ())
+    text = "x" * 20_000
+    attached = [Attachment("notes.txt", text)]
+    results = engine(workers, rec).run(QUESTION, flow(("primary", "t0", ())), attached)
     assert primary.calls == 2  # its retries are spent before the fallback steps in
     assert backup.calls == 1
     assert (results[0].worker, results[0].output) == ("backup", "backup answer")
-    # The fallback gets a prompt written for it, not the failed worker's.
-    assert "You are backup" in backup.requests[0].messages[0]["content"]
+    # The fallback gets a prompt written for it, not the failed worker's: its larger context
+    # reads the attachment whole, where the primary's was cut.
+    assert text not in user_text(primary.requests[0])
+    assert text in user_text(backup.requests[0])
     assert results[0].messages == backup.requests[0].messages
     handover = [e for e in rec.of(StepRetry) if e.fallback]
     assert [(e.worker, e.attempt) for e in handover] == [("backup", 1)]
@@ -510,6 +539,6 @@ def test_kept_results_are_not_run_again_and_feed_their_dependents() -> None:
     kept = StepResult(0, "w", "t0", (), (), "KEPT-OUTPUT", 3, 4, 0.1, "trace")
     results = engine([fake_worker("w", fake)], rec).run(QUESTION, wf, (), {0: kept})
     assert [task_of(r) for r in fake.requests] == ["t1"]
-    assert "KEPT-OUTPUT" in user_text(fake.requests[0])
+    assert "KEPT-OUTPUT" in conversation(fake.requests[0])
     assert results[0] is kept
     assert [(e.index, e.source) for e in rec.of(StepFinished)] == [(0, "trace"), (1, "model")]

@@ -120,7 +120,8 @@ def test_independent_steps_overlap_and_a_chain_does_not(fakes: list[FakeOpenAISe
     s = spans(events)
     assert s[0][1] <= s[1][0] and s[1][1] <= s[2][0]
     # The chain's third worker saw the second one's output.
-    assert "Output of step 1" in chain.steps[2].messages[-1]["content"]
+    assert chain.steps[2].messages[0] == {"role": "user", "content": "Step 1 (w1): Task number 1"}
+    assert chain.steps[2].messages[1]["content"] == chain.steps[1].output.strip()
 
 
 def test_rate_limit_then_success_is_retried(fakes: list[FakeOpenAIServer]) -> None:

@@ -21,6 +21,9 @@ class Request:
     # llama.cpp only: small local models loop on a sentence without it ("The answer is: Paris."
     # fifty times with SmolLM2); API models take no such parameter.
     repeat_penalty: float = 1.1
+    # llama.cpp only: stop when the output starts repeating itself (backends/loop_guard.py);
+    # the reply then ends after the first copy, with finish_reason "loop".
+    stop_loops: bool = False
     # How many leading messages repeat across calls (the conductor's system prompt): llama.cpp
     # keeps its state after them on disk. A hint for speed only, so not part of the cache key.
     fixed_messages: int = 0
@@ -31,7 +34,7 @@ class Completion:
     text: str
     tokens_in: int
     tokens_out: int
-    finish_reason: str = "stop"
+    finish_reason: str = "stop"  # "stop", "length" (max_tokens) or "loop" (stop_loops)
     cached: bool = False
     cost: float | None = None  # USD this call cost (0 for a cache hit); None: unknown
 

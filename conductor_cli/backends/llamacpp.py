@@ -26,6 +26,7 @@ from conductor_cli import waiting
 from conductor_cli.backends import repack_check
 from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.backends.hardware import physical_cores
+from conductor_cli.backends.loop_guard import LoopGuard
 from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
 from conductor_cli.config.settings import ConductorSettings
 from conductor_cli.errors import ModelError, WorkerError
@@ -259,6 +260,8 @@ class LlamaCppBackend:
                     grammar = LlamaGrammar.from_string(request.grammar, verbose=False)
                     loaded.grammars[request.grammar] = grammar
                 kwargs["grammar"] = grammar
+            # The loop guard reads the text as it comes, so a guarded call always streams.
+            guard = LoopGuard() if request.stop_loops else None
             try:
                 out = loaded.llama.create_chat_completion(
                     messages=list(request.messages),
@@ -266,12 +269,12 @@ class LlamaCppBackend:
                     temperature=request.temperature,
                     seed=request.seed,
                     repeat_penalty=request.repeat_penalty,
-                    stream=on_text is not None,
+                    stream=on_text is not None or guard is not None,
                     **kwargs,
                 )
-                if on_text is None:
+                if on_text is None and guard is None:
                     return _from_response(out)
-                return _from_stream(loaded.llama, out, on_text)
+                return _from_stream(loaded.llama, out, on_text, guard)
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
@@ -389,19 +392,39 @@ def _from_response(out: dict[str, Any]) -> Completion:
     )
 
 
-def _from_stream(llama: Any, chunks: Any, on_text: TextSink) -> Completion:
+def _from_stream(
+    llama: Any, chunks: Any, on_text: TextSink | None, guard: LoopGuard | None = None
+) -> Completion:
+    """The streamed reply; with a guard, only what it releases reaches `on_text`, and a loop
+    ends the generation (the reply is what the guard keeps)."""
     parts: list[str] = []
     finish = "stop"
-    for chunk in chunks:
-        choice = chunk["choices"][0]
-        piece = choice.get("delta", {}).get("content")
-        if piece:
-            parts.append(piece)
-            on_text(piece)
-        finish = choice.get("finish_reason") or finish
-    text = "".join(parts)
+
+    def show(text: str) -> None:
+        if text and on_text is not None:
+            on_text(text)
+
+    try:
+        for chunk in chunks:
+            choice = chunk["choices"][0]
+            piece = choice.get("delta", {}).get("content")
+            if piece:
+                parts.append(piece)
+                show(guard.feed(piece) if guard is not None else piece)
+            finish = choice.get("finish_reason") or finish
+            if guard is not None and guard.looped:
+                finish = "loop"
+                break
+    finally:
+        if hasattr(chunks, "close"):
+            chunks.close()  # stops llama.cpp generating at once (a loop, or Ctrl-C)
+    generated = "".join(parts)
+    text = generated
+    if guard is not None:
+        show(guard.finish())
+        text = guard.kept
     # A stream carries no usage; n_tokens is everything in the context after the call.
-    tokens_out = len(llama.tokenize(text.encode("utf-8"), add_bos=False)) if text else 0
+    tokens_out = len(llama.tokenize(generated.encode("utf-8"), add_bos=False)) if parts else 0
     return Completion(
         text=text,
         tokens_in=max(int(llama.n_tokens) - tokens_out, 0),

@@ -128,6 +128,10 @@ def _sees(sees: tuple[int, ...]) -> str:
     return "sees " + (",".join(str(i) for i in sees) if sees else "—")
 
 
+# A finished step whose generation did not end by itself says how it ended.
+FINISH_NOTES = {"length": "cut at max_tokens", "loop": "stopped repeating itself"}
+
+
 def _source_note(source: Source | None) -> str:
     return {"cache": " (cached)", "trace": " (replayed)"}.get(source or "", "")
 
@@ -176,6 +180,8 @@ def _step_label(step: StepState, now: float, spin: str) -> Text:
         meta.append(f"{step.tokens_in}→{step.tokens_out} tok")
     if step.cost is not None:
         meta.append(format_cost(step.cost))
+    if step.finish in FINISH_NOTES:
+        meta.append(FINISH_NOTES[step.finish])
     label.append("  " + " · ".join(meta), style="dim")
     return label
 
@@ -331,6 +337,8 @@ class PlainProgress:
                 extra = f"{event.tokens_in}→{event.tokens_out} tok"
                 if event.cost is not None:
                     extra += f", {format_cost(event.cost)}"
+                if event.finish in FINISH_NOTES:
+                    extra += f", {FINISH_NOTES[event.finish]}"
                 return (
                     f"step {event.index} {one_line(event.worker)}: {status} in "
                     f"{format_seconds(event.seconds)} ({extra})"

@@ -53,6 +53,8 @@ KEY_HELP: dict[str, str] = {
     "workers.output_cost_per_mtok": "USD per million output tokens, when litellm has no price.",
     "workers.context_tokens": "The model's context window in tokens; attachments are cut to "
     "fit it, with a note (default: `conductor.n_ctx` for GGUF, 128000 for remote models).",
+    "workers.stop_loops": "A local (`gguf:`) worker stops generating when its output starts "
+    "repeating itself and keeps one copy of what repeated; remote models ignore it.",
     "cache.enabled": "Cache every model response on disk (and the conductor's prompt state).",
     "cache.size_limit_mb": "Size limit of the response cache; least recently used goes first.",
     "server.port": "`conductor serve`'s TCP port on 127.0.0.1 (`--port` overrides it).",

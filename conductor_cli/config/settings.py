@@ -70,6 +70,9 @@ class WorkerConfig:
     input_cost_per_mtok: float | None = None  # USD per million tokens, when litellm has no price
     output_cost_per_mtok: float | None = None
     context_tokens: int | None = None  # None: conductor.n_ctx for GGUF, 128k for remote models
+    # A local (gguf:) worker stops when its output starts repeating itself (a 135M model loops
+    # until max_tokens); remote models ignore it.
+    stop_loops: bool = True
 
     @property
     def spec(self) -> ModelSpec:
@@ -87,8 +90,9 @@ class ServerSettings:
     port: int = 8787
     # Runs at once; one more gets 429 with Retry-After (each run holds threads and memory).
     max_concurrent_runs: int = 4
-    # ask/run/replay --live start a background server when none runs.
-    auto: bool = False
+    # ask/run/replay --live start a background server when none runs (issue 32: the second
+    # command of a session then pays no start-up: models stay loaded, litellm imported).
+    auto: bool = True
     # A background server exits after this many seconds with no request.
     idle_timeout_s: float = 600.0
 
@@ -144,6 +148,7 @@ _WORKER_TYPES: dict[str, type] = {
     "input_cost_per_mtok": float,
     "output_cost_per_mtok": float,
     "context_tokens": int,
+    "stop_loops": bool,
 }
 _CACHE_TYPES: dict[str, type] = {"enabled": bool, "size_limit_mb": int}
 _SERVER_TYPES: dict[str, type] = {

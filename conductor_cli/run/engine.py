@@ -1,4 +1,5 @@
-"""Runs a workflow: each step's worker gets the question, its task and the outputs it may see."""
+"""Runs a workflow: each step's worker gets the question, its task and the outputs it may see
+(in the messages run/messages.py writes)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from conductor_cli.run.events import (
     StepToken,
     Subscriber,
 )
-from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.messages import step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 
@@ -47,6 +49,7 @@ class StepResult:
     seconds: float
     source: Source = "model"
     cost: float | None = None
+    finish: str = "stop"  # the backend's finish_reason: "stop", "length" or "loop"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +64,7 @@ class StepResult:
             "seconds": round(self.seconds, 3),
             "source": self.source,
             "cost": self.cost,
+            "finish_reason": self.finish,
         }
 
     def finished(self) -> StepFinished:
@@ -74,6 +78,7 @@ class StepResult:
             self.seconds,
             self.source,
             self.cost,
+            self.finish,
         )
 
     @classmethod
@@ -90,44 +95,8 @@ class StepResult:
             seconds=float(record.get("seconds", 0.0)),
             source="trace",
             cost=record.get("cost"),
+            finish=str(record.get("finish_reason") or "stop"),
         )
-
-
-def worker_system_prompt(worker: Worker) -> str:
-    about = f" {worker.description}." if worker.description else ""
-    return (
-        f"You are {worker.name}, one worker in a team of AI models.{about} "
-        "Do your task and reply with its result only."
-    )
-
-
-def step_messages(
-    question: str,
-    attachments: Sequence[Attachment],
-    workflow: Workflow,
-    index: int,
-    outputs: Mapping[int, str],
-    worker: Worker,
-) -> tuple[dict[str, str], ...]:
-    step = workflow.steps[index]
-    seen = [
-        f"Output of step {j} ({workflow.steps[j].worker}: {workflow.steps[j].task}):\n"
-        f"{outputs[j].strip()}"
-        for j in step.sees
-    ]
-    task = f"Your task: {step.task}"
-    other = len(question) + len(task) + sum(len(x) for x in seen)
-    budget = attachment_budget(worker.context_tokens, worker.config.max_tokens, other)
-    fitted, _ = fit_attachments(tuple(attachments), budget)
-    parts = [f"Question: {question}"]
-    for a in fitted:
-        parts.append(f"Attached {a.name}:\n```\n{a.text.rstrip()}\n```")
-    parts += seen
-    parts.append(task)
-    return (
-        {"role": "system", "content": worker_system_prompt(worker)},
-        {"role": "user", "content": "\n\n".join(parts)},
-    )
 
 
 @dataclass
@@ -278,6 +247,7 @@ class Engine:
             seconds,
             source,
             done.cost,
+            done.finish_reason,
         )
         emit(result.finished())
         return result
@@ -291,6 +261,7 @@ class Engine:
             max_tokens=worker.config.max_tokens,
             temperature=worker.config.temperature,
             seed=self.seed + i + 1,
+            stop_loops=worker.config.stop_loops and worker.config.spec.local,
         )
 
         def on_text(piece: str) -> None:

@@ -72,6 +72,9 @@ class StepFinished:
     seconds: float
     source: Source = "model"
     cost: float | None = None
+    # Why generation ended: "stop" (done), "length" (cut at max_tokens), "loop" (stopped
+    # repeating itself, one copy kept); None in traces written before it was recorded.
+    finish: str | None = None
     at: float = field(default_factory=_now)
 
 
@@ -272,6 +275,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "float": _is_number,
     "bool": lambda v: isinstance(v, bool),
     "float | None": lambda v: v is None or _is_number(v),
+    "str | None": lambda v: v is None or isinstance(v, str),
     "Source": lambda v: v in ("model", "cache", "trace"),
     "tuple[dict[str, str], ...]": lambda v: (
         isinstance(v, list | tuple)

@@ -65,6 +65,7 @@ class StepState:
     cost: float | None = None  # None: the price is unknown, not zero
     seconds: float | None = None
     source: Source | None = None
+    finish: str | None = None  # set by StepFinished: "stop", "length" or "loop"
     error: str | None = None  # of the failure or skip that ended it; None once it finished
     retries: int = 0  # tries again on the same worker (a fallback is not counted)
     last_error: str | None = None  # None: never retried
@@ -174,6 +175,7 @@ class RunState:
                     step.output, step.source, step.error = event.output, event.source, None
                     step.tokens_in, step.tokens_out = event.tokens_in, event.tokens_out
                     step.cost, step.seconds = event.cost, event.seconds
+                    step.finish = event.finish
                     return True
             case StepFailed():
                 if step := self._step(event.index):

@@ -40,6 +40,8 @@ def request_key(fingerprint: str, request: Request) -> str:
         "grammar": request.grammar,
         "repeat_penalty": request.repeat_penalty,
     }
+    if request.stop_loops:  # only where set: the conductor's plans keep their keys
+        canonical["stop_loops"] = True
     blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

@@ -257,6 +257,8 @@ def step_record(step: StepState) -> dict[str, Any]:
         out["cost"] = step.cost
         out["seconds"] = None if step.seconds is None else round(step.seconds, 3)
         out["source"] = step.source
+        if step.finish is not None:  # not known for steps of older traces
+            out["finish_reason"] = step.finish
     # A finished step says error null; a failed or skipped one the reason; one never ended
     # has no error key.
     if step.source is not None or step.error is not None:

@@ -1,0 +1,83 @@
+"""The messages a worker step receives: the question, the attachments, the outputs it sees and
+its task, in the form small and large models both answer well (bench/worker_messages.py).
+
+Small instruct models answer a bare question far better than one wrapped in a team persona
+(SmolLM2-135M: "The capital of France is Paris." against a half-French loop), and a strong
+model loses nothing by reading the question as the user wrote it. So a step whose task only
+restates the question reaches its worker as the question itself. The outputs a step sees come
+as earlier turns of the conversation, as the paper lays them out: measured on the embedded
+model, that beat putting them inside one user message (bench/worker_messages.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
+from conductor_cli.run.pool import Worker
+from conductor_cli.run.workflow import Workflow
+
+# Words that carry no content of their own in a task: asking for the answer in some form.
+_FILLER_WORDS = """a an the of to in on at for and or but is are was were be it its this that these
+    those what which who whom whose when where why how do does did can could will would should
+    please your you me my i we our answer answers answered question questions reply respond response
+    short shortly brief briefly concise concisely clear clearly direct directly simple simply
+    exact exactly correct correctly final complete completely full fully given following above
+    below one two few word words sentence sentences line lines result results value out up
+    about with from by as just only step steps"""
+# The instruction verbs that ask for the answer and nothing else.
+_ANSWER_VERBS = """answer find give state name determine identify calculate compute solve work tell
+    provide say return output print"""
+_FILLER = frozenset(_FILLER_WORDS.split()) | frozenset(_ANSWER_VERBS.split())
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _stem(word: str) -> str:
+    """Plural and possessive endings off, so "capitals" meets "capital"."""
+    for end in ("'s", "es", "s"):
+        if len(word) > len(end) + 2 and word.endswith(end):
+            return word[: -len(end)]
+    return word
+
+
+def restates(task: str, question: str) -> bool:
+    """Whether `task` asks for nothing the question does not already ask: every content word of
+    the task (not filler, not an instruction verb) is a word of the question.
+
+    "Find the capital of France." restates "What is the capital of France?"; "Answer the
+    question." restates anything; "Translate the answer into German." does not.
+    """
+    asked = {_stem(w) for w in _words(question)}
+    return all(_stem(w) in asked for w in _words(task) if w not in _FILLER)
+
+
+def step_messages(
+    question: str,
+    attachments: Sequence[Attachment],
+    workflow: Workflow,
+    index: int,
+    outputs: Mapping[int, str],
+    worker: Worker,
+) -> tuple[dict[str, str], ...]:
+    """The step as a conversation (the paper's layout): each step it sees comes first as an
+    earlier exchange (that step's task, then its output as the assistant's reply), then one
+    user message with the question, the attachments (cut to the worker's context) and the
+    task, which is left out when it only restates the question and the step sees nothing."""
+    step = workflow.steps[index]
+    history: list[dict[str, str]] = []
+    for j in step.sees:
+        earlier = workflow.steps[j]
+        history.append({"role": "user", "content": f"Step {j} ({earlier.worker}): {earlier.task}"})
+        history.append({"role": "assistant", "content": outputs[j].strip()})
+    task = [] if restates(step.task, question) and not step.sees else [step.task]
+    other = len(question) + sum(len(m["content"]) for m in history) + sum(map(len, task))
+    budget = attachment_budget(worker.context_tokens, worker.config.max_tokens, other)
+    fitted, _ = fit_attachments(tuple(attachments), budget)
+    attached = [f"Attached {a.name}:\n```\n{a.text.rstrip()}\n```" for a in fitted]
+    return (*history, {"role": "user", "content": "\n\n".join([question, *attached, *task])})
