@@ -15,7 +15,7 @@ Reported: right answers per strategy, the paired difference conductor - single:l
 the workflow sizes the conductor planned.
 
 Run alone on an idle machine (llama.cpp; ~25 min): .venv/bin/python bench/default_vs_single.py
-  [--seeds 0,1,2] [--sets a.jsonl,b.jsonl] [--json FILE]
+  [--seeds 0,1,2] [--sets a.jsonl,b.jsonl] [--conductor "step_penalty = 1"] [--json FILE]
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ SETS = [
 ]
 
 
-def evaluate(data: Path, seed: int) -> dict[str, Any]:
-    config = None if seed == 0 else f"[conductor]\nseed = {seed}\n"
+def evaluate(data: Path, seed: int, extra: str = "") -> dict[str, Any]:
+    lines = ([f"seed = {seed}"] if seed else []) + ([extra] if extra else [])
+    config = "[conductor]\n" + "\n".join(lines) + "\n" if lines else None
     env = isolated_env(temp_root(), config)
     out = temp_root() / "eval.json"
     must(
@@ -73,6 +74,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sets", default=",".join(str(s) for s in SETS))
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--conductor", default="", help='more [conductor] lines, e.g. "step_penalty = 1.0"'
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     table: dict[str, Any] = {}
@@ -82,7 +86,7 @@ def main() -> None:
         cond: list[bool] = []
         single: list[bool] = []
         for seed in seeds:
-            got = evaluate(data, seed)
+            got = evaluate(data, seed, args.conductor)
             c, s = got["correct"]["conductor"], got["correct"]["single:local"]
             ids = sorted(c)
             cond += [c[i] for i in ids]

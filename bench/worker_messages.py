@@ -118,6 +118,17 @@ def chat_named(question, attachments, workflow, index, outputs, worker):  # type
     return tuple(messages)
 
 
+def task_first(question, attachments, workflow, index, outputs, worker):  # type: ignore[no-untyped-def]
+    """`chat-named`, its last user message giving the task before the question."""
+    messages = list(chat_named(question, attachments, workflow, index, outputs, worker))
+    last = messages[-1]["content"]
+    step = workflow.steps[index]
+    if last.endswith("\n\n" + step.task):
+        body = last[: -len(step.task) - 2]
+        messages[-1] = {"role": "user", "content": f"{step.task}\n\n{body}"}
+    return tuple(messages)
+
+
 def product(question, attachments, workflow, index, outputs, worker):  # type: ignore[no-untyped-def]
     from conductor_cli.run.messages import step_messages
 
@@ -130,6 +141,7 @@ FORMATS: dict[str, Callable[..., Any]] = {
     "chat": chat,
     "helpful": helpful,
     "chat-named": chat_named,
+    "task-first": task_first,
     "product": product,
 }
 

@@ -351,7 +351,13 @@ class _Run:
         def make_planner() -> Conductor:
             chooser = self.root.chooser(self.config)  # a head trained with --rounds decides
             backend = conductor_for()
-            return Conductor(backend, temperature=c.temperature, seed=c.seed, chooser=chooser)
+            return Conductor(
+                backend,
+                temperature=c.temperature,
+                seed=c.seed,
+                chooser=chooser,
+                step_penalty=c.step_penalty,
+            )
 
         # Made on the first re-plan: a replayed round runs its recorded workflow.
         planner = _lazy(make_planner)
@@ -455,9 +461,14 @@ def plan_question(
 ) -> Plan:
     c = config.conductor
     emit(PlanStarted(backend.identity))
-    plan = Conductor(backend, temperature=c.temperature, seed=c.seed, chooser=chooser).plan(
-        question, infos, attachments, c.max_steps
+    conductor = Conductor(
+        backend,
+        temperature=c.temperature,
+        seed=c.seed,
+        chooser=chooser,
+        step_penalty=c.step_penalty,
     )
+    plan = conductor.plan(question, infos, attachments, c.max_steps)
     emit(
         PlanReady(
             plan.workflow,

@@ -77,3 +77,27 @@ def test_grammar_stops_a_runaway_list(conductor_backend: LlamaCppBackend) -> Non
     plan = conductor.plan("Plan many steps that all see each other.", POOL, (), 10)
     assert plan.tokens_out < 10 * 450
     assert len(plan.workflow.steps) <= 10
+
+
+def test_the_step_penalty_turns_copied_multi_step_plans_into_one_step(
+    conductor_backend: LlamaCppBackend,
+) -> None:
+    """Unpriced, the 135M conductor copies its prompt's multi-step examples onto short facts;
+    priced, the same conductor, prompt and seed plan one step, still valid, still its own task."""
+    facts = [
+        "What is the capital of France?",
+        "What is the capital of Japan?",
+        "What is the capital of Germany?",
+        "In which year did the Berlin Wall fall?",
+        "What is 7 + 8?",
+        "Who wrote Hamlet?",
+    ]
+    pool = POOL[:1]
+
+    def steps(penalty: float) -> list[int]:
+        conductor = Conductor(conductor_backend, temperature=0.2, seed=0, step_penalty=penalty)
+        return [len(conductor.plan(q, pool, (), 5).workflow.steps) for q in facts]
+
+    free, priced = steps(0.0), steps(4.0)
+    assert sum(n > 1 for n in free) >= 3, free
+    assert priced == [1] * len(facts), priced

@@ -77,6 +77,11 @@ def test_config_env_var_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ('[conductor]\nn_ctx = "big"\n', ["conductor.n_ctx: expected an integer", "'big'"]),
         ("[conductor]\nmax_steps = 50\n", ["conductor.max_steps", "between 1 and 10"]),
         ("[cache]\nenabled = 1\n", ["cache.enabled: expected true or false"]),
+        ("[conductor]\nstep_penalty = -1\n", ["conductor.step_penalty", "between 0"]),
+        (
+            '[[workers]]\nname = "a"\nmodel = "x"\nstop_loops = "yes"\n',
+            ["workers[0].stop_loops: expected true or false"],
+        ),
         (
             '[[workers]]\nname = "a"\nmodel = "x"\n[[workers]]\nname = "a"\nmodel = "y"\n',
             ["workers[1].name: duplicate worker name 'a'"],

@@ -4,6 +4,7 @@ what streams out is exactly what is kept, however the text is split into pieces.
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,44 @@ def test_after_a_loop_further_pieces_are_ignored() -> None:
     assert guard.feed("more text") == ""
     assert guard.finish() == ""
     assert guard.kept == kept
+
+
+# ---------------------------------------------------------------------------- the real model
+
+
+def test_a_real_loop_is_stopped_streamed_as_kept_and_cached_as_kept(
+    gguf_path: Path, tmp_path: Path
+) -> None:
+    """SmolLM2-135M, greedy, counts "1234567890" forever: unguarded it runs to max_tokens;
+    guarded it stops after the third copy, keeps one, streams exactly that, and the cache
+    gives back the same reply with the same finish_reason."""
+    from conductor_cli.backends.base import Request
+    from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+    from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
+
+    models = LlamaModels(n_ctx=1024)
+    backend = LlamaCppBackend(models, gguf_path, "test-sha")
+    prompt = "List the numbers from one to ten in words, then do it again, forever."
+
+    def request(guard: bool) -> Request:
+        messages = ({"role": "user", "content": prompt},)
+        return Request(messages, 300, 0.0, 1, repeat_penalty=1.0, stop_loops=guard)
+
+    try:
+        free = backend.complete(request(False))
+        assert free.finish_reason == "length" and free.tokens_out == 300
+        assert free.text.count("1234567890") >= 10
+
+        counter = CallCounter()
+        cached = CachedBackend(backend, ResponseCache(tmp_path / "cache"), CacheMode.USE, counter)
+        shown: list[str] = []
+        guarded = cached.complete(request(True), shown.append)
+        assert guarded.finish_reason == "loop"
+        assert guarded.text.count("1234567890") == 1
+        assert "".join(shown) == guarded.text  # no repeat reached the stream
+        assert guarded.tokens_out < free.tokens_out
+        again = cached.complete(request(True))
+        assert again.cached and (again.text, again.finish_reason) == (guarded.text, "loop")
+        assert counter.model_calls == 1
+    finally:
+        models.close()

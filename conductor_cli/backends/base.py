@@ -24,6 +24,9 @@ class Request:
     # llama.cpp only: stop when the output starts repeating itself (backends/loop_guard.py);
     # the reply then ends after the first copy, with finish_reason "loop".
     stop_loops: bool = False
+    # Grammar-constrained workflows only: logits taken from every token that would start another
+    # step (backends/constrained.py), the prior that a step costs a call.
+    step_penalty: float = 0.0
     # How many leading messages repeat across calls (the conductor's system prompt): llama.cpp
     # keeps its state after them on disk. A hint for speed only, so not part of the cache key.
     fixed_messages: int = 0

@@ -8,6 +8,12 @@ applied to every candidate. The model mostly writes what the grammar allows, so 
 is rare. This module does the same through llama.cpp's sampler API.
 
 Sampling parameters are llama-cpp-python's chat defaults (top_k 40, top_p 0.95, min_p 0.05).
+
+A workflow's step count can carry a price (`step_penalty`, in logits): wherever the reply may
+go on to another step, every token that would start one (a comma after a step's closing brace,
+or a token holding "}," itself) loses that much before sampling. A small conductor copies the
+prompt's two- and three-step examples onto one-line questions; the penalty is the prior that a
+step costs a call, so only a question it strongly wants to split gets more steps.
 """
 
 from __future__ import annotations
@@ -23,6 +29,36 @@ TOP_K = 40
 TOP_P = 0.95
 MIN_P = 0.05
 PENALTY_LAST_N = 64
+
+
+@dataclass(frozen=True)
+class StepTokens:
+    """Per vocabulary entry: whether it holds "}," (closes a step and starts another), whether
+    it starts with a comma (another step, right after a closing brace), and how many quotes it
+    has (to know when the reply is inside a string, where neither is a step)."""
+
+    continues: Any  # numpy bool arrays over the vocabulary
+    comma_first: Any
+    quotes: Any
+    closes: Any  # ends with "}" once stripped: the reply is then after a step's closing brace
+
+    @classmethod
+    def of(cls, llama: Any) -> StepTokens:
+        import llama_cpp as lc
+
+        vocab = lc.llama_model_get_vocab(llama.model)
+        buffer = ctypes.create_string_buffer(256)
+        pieces = []
+        for token in range(llama.n_vocab()):
+            n = lc.llama_token_to_piece(vocab, token, buffer, len(buffer), 0, True)
+            pieces.append(buffer.raw[: max(n, 0)])
+        stripped = [p.replace(b" ", b"") for p in pieces]
+        return cls(
+            continues=np.array([b"}," in p for p in stripped]),
+            comma_first=np.array([p.startswith(b",") for p in stripped]),
+            quotes=np.array([p.count(b'"') for p in pieces]),
+            closes=np.array([p.endswith(b"}") for p in stripped]),
+        )
 
 
 @dataclass(frozen=True)
@@ -102,8 +138,12 @@ def generate(
     temperature: float,
     seed: int,
     repeat_penalty: float,
+    step_penalty: float = 0.0,
+    step_tokens: StepTokens | None = None,
 ) -> Generated:
-    """Generate after `prompt` under the GBNF grammar, reusing the context's matching prefix."""
+    """Generate after `prompt` under the GBNF grammar, reusing the context's matching prefix.
+    With `step_penalty` (and the model's `step_tokens`), tokens that start another step of a
+    workflow lose that many logits wherever the reply is outside a string."""
     import llama_cpp as lc
 
     vocab = lc.llama_model_get_vocab(llama.model)
@@ -116,8 +156,16 @@ def generate(
         _feed(llama, list(prompt))
         candidates = _Candidates(n_vocab)
         out: list[int] = []
+        priced = step_penalty > 0 and step_tokens is not None
+        in_string = after_brace = False
         while len(out) < max_tokens:
             logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(llama.ctx, -1), shape=(n_vocab,))
+            if priced and not in_string:
+                assert step_tokens is not None
+                more = step_tokens.continues
+                if after_brace:
+                    more = more | step_tokens.comma_first
+                logits = np.where(more, logits - step_penalty, logits)  # a copy: never llama's
             lc.llama_sampler_apply(chain, candidates.fill(logits))
             token = candidates.chosen()
             if not _allowed(grammar, token):
@@ -131,6 +179,10 @@ def generate(
             if lc.llama_vocab_is_eog(vocab, token):
                 return Generated(out, "stop")
             out.append(token)
+            if priced:
+                assert step_tokens is not None
+                in_string ^= bool(step_tokens.quotes[token] % 2)
+                after_brace = bool(step_tokens.closes[token]) and not in_string
             llama.eval([token])
         return Generated(out, "length")
     finally:

@@ -52,6 +52,7 @@ class _Loaded:
     thread: ThreadPoolExecutor
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
+    step_tokens: Any = None  # constrained.StepTokens, made when a plan first prices its steps
     # Set by LlamaModels.close(); read under `lock` before every use of `llama`.
     closed: bool = False
 
@@ -251,7 +252,7 @@ class LlamaCppBackend:
             if warm and store is not None and prompt is not None:
                 _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
             if constrained and prompt is not None:
-                return self._constrained(loaded.llama, prompt, request)
+                return self._constrained(loaded, prompt, request)
             if request.grammar is not None:
                 grammar = loaded.grammars.get(request.grammar)
                 if grammar is None:
@@ -279,8 +280,12 @@ class LlamaCppBackend:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
 
-    def _constrained(self, llama: Any, prompt: list[int], request: Request) -> Completion:
-        from conductor_cli.backends.constrained import generate
+    def _constrained(self, loaded: _Loaded, prompt: list[int], request: Request) -> Completion:
+        from conductor_cli.backends.constrained import StepTokens, generate
+
+        llama = loaded.llama
+        if request.step_penalty and loaded.step_tokens is None:
+            loaded.step_tokens = StepTokens.of(llama)
 
         room = llama.n_ctx() - len(prompt)
         if room <= 0:
@@ -297,6 +302,8 @@ class LlamaCppBackend:
             temperature=request.temperature,
             seed=request.seed,
             repeat_penalty=request.repeat_penalty,
+            step_penalty=request.step_penalty,
+            step_tokens=loaded.step_tokens,
         )
         return Completion(
             text=llama.detokenize(out.tokens).decode("utf-8", errors="replace"),

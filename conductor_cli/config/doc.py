@@ -33,6 +33,9 @@ KEY_HELP: dict[str, str] = {
     "conductor stops earlier by keeping the answer. 1: no re-planning.",
     "conductor.temperature": "Sampling temperature for planning (0 to 2).",
     "conductor.seed": "Sampling seed for planning and steps; same seed, same cache keys.",
+    "conductor.step_penalty": "Logits taken from every token that would start another step "
+    "of a plan (llama.cpp conductors): the price of a step; 0 leaves the step count to the "
+    "model.",
     "conductor.api_base": "For a `litellm:` conductor: the server's base URL.",
     "conductor.api_key_env": "For a `litellm:` conductor: the environment variable holding "
     "its key.",

@@ -46,6 +46,11 @@ class ConductorSettings:
     max_rounds: int = 1
     temperature: float = 0.2
     seed: int = 0
+    # Logits taken from every token that would start another step of a grammar-constrained
+    # plan (backends/constrained.py): the prior that a step costs a call. Measured on the
+    # embedded default (docs/workflows.md): without it the 135M conductor copied its prompt's
+    # 2- and 3-step examples onto one-line facts, and lost to one plain call.
+    step_penalty: float = 1.0
     api_base: str | None = None
     api_key_env: str | None = None
 
@@ -130,6 +135,7 @@ _CONDUCTOR_TYPES: dict[str, type] = {
     "max_rounds": int,
     "temperature": float,
     "seed": int,
+    "step_penalty": float,
     "api_base": str,
     "api_key_env": str,
 }
@@ -248,6 +254,11 @@ def _validate_conductor(c: ConductorSettings, where: str) -> None:
         f"must be between 1 and {MAX_ROUNDS_LIMIT}, got {c.max_rounds}.",
     )
     _require(0.0 <= c.temperature <= 2.0, f"{where}.temperature", "must be between 0 and 2.")
+    _require(
+        0.0 <= c.step_penalty <= 100.0,
+        f"{where}.step_penalty",
+        "must be between 0 (steps are free) and 100 (one step, always).",
+    )
     _require(c.n_threads >= 0, f"{where}.n_threads", "must be 0 (auto) or a positive count.")
     _require(
         c.kv_cache_type in KV_CACHE_TYPES,

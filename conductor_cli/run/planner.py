@@ -213,11 +213,13 @@ class Conductor:
         temperature: float,
         seed: int,
         chooser: ShapeChooser | None = None,
+        step_penalty: float = 0.0,
     ) -> None:
         self.backend = backend
         self.temperature = temperature
         self.seed = seed
         self.chooser = chooser
+        self.step_penalty = step_penalty
 
     def plan(
         self,
@@ -302,6 +304,8 @@ class Conductor:
                 temperature=self.temperature,
                 seed=self.seed,
                 grammar=grammar,
+                # A grammar's price per further step (a served conductor has no grammar).
+                step_penalty=self.step_penalty if grammar is not None else 0.0,
                 fixed_messages=1,  # the system prompt: instructions and pool, same every time
             )
         )

@@ -40,8 +40,11 @@ def request_key(fingerprint: str, request: Request) -> str:
         "grammar": request.grammar,
         "repeat_penalty": request.repeat_penalty,
     }
-    if request.stop_loops:  # only where set: the conductor's plans keep their keys
+    # Only where set, so that every other request keeps its key.
+    if request.stop_loops:
         canonical["stop_loops"] = True
+    if request.step_penalty:
+        canonical["step_penalty"] = request.step_penalty
     blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
