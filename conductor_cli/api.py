@@ -279,12 +279,6 @@ class _Run:
             )
             steps = engine.run(question, workflow, attachments, keep)
             answer, rounds, notes = steps[-1].output, [], []
-            if steps[-1].finish == "length":
-                last = steps[-1]
-                notes.append(
-                    f"the answer (step {last.index}, {last.worker}) was cut at its worker's "
-                    "max_tokens; raise max_tokens for that worker in the config for a longer one"
-                )
             # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
             if (plan is not None or workflow_source == "trace") and c.max_rounds > 1:
                 answer = self._later_rounds(

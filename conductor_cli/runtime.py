@@ -175,11 +175,14 @@ class Runtime:
         info["prompt_state_dir"] = str(store.directory)
         return info
 
-    def clear_caches(self) -> tuple[int, int]:
-        """`cache clear`: (cached responses removed, saved prompt states removed)."""
+    def clear_caches(self) -> tuple[int, int, int]:
+        """`cache clear`: (cached responses, saved prompt states, converted training bases)
+        removed."""
+        from conductor_cli.train import base_copy  # storage paths only: no torch import
+
         with self._any_cache() as cache:
             removed = cache.clear()
-        return removed, PrefixStateStore.default().clear()
+        return removed, PrefixStateStore.default().clear(), base_copy.clear()
 
     # --- pools ----------------------------------------------------------------------------
 

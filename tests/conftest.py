@@ -18,6 +18,41 @@ from conductor_cli.models.fetch import pull
 
 REPO = Path(__file__).resolve().parent.parent
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker (and every process it starts) runs on one CPU.
+
+    llama.cpp and torch size their thread teams by the CPUs a process may use; workers sharing
+    all cores would each start a team per core and slow each other 20-100 times
+    (shared/PITFALLS.md). Pinned to one CPU each, every process runs one thread, and workers
+    on the same CPU simply take turns.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[int(worker[2:]) % len(cpus)]})
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker a CPU this process may use (`-n auto`). Measured on 2 cores: two workers a
+    CPU made the suite slower (16:44 against 15:43) and a sandbox kill test flaky."""
+    return len(os.sched_getaffinity(0))
+
+
+# The longest tests (minutes each: real training in torch and llama.cpp), started first so
+# that the two workers share them instead of one finishing them alone at the end.
+HEAVY_FIRST = ("test_train_lora.py", "test_train.py", "test_train_rounds.py", "test_kills.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def heavy(item: pytest.Item) -> int:
+        name = item.path.name
+        return HEAVY_FIRST.index(name) if name in HEAVY_FIRST else len(HEAVY_FIRST)
+
+    items.sort(key=heavy)  # stable: each file keeps its own order
+
+
 # A quick pool for end-to-end runs: the default model as the one worker, with short outputs.
 FAST_CONFIG = """
 [conductor]

@@ -396,3 +396,16 @@ def test_a_run_ended_by_any_exception_never_leaves_its_trace_running(
     record = load_trace(trace_file)
     assert record["status"] == status
     assert record["error"] == error
+
+
+def test_cache_clear_removes_the_converted_training_bases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
+    kept = tmp_path / "state" / "torch-base" / "SmolLM2-0123456789abcdef"
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text("{}", encoding="utf-8")
+    done = run_cli("cache", "clear")
+    assert done.returncode == 0, done.stderr
+    assert "1 converted training bases" in done.stdout
+    assert not kept.exists()

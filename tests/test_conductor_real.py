@@ -48,12 +48,13 @@ def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
     models.close()
 
 
-def test_twenty_questions_all_give_valid_workflows(conductor_backend: LlamaCppBackend) -> None:
+def test_seven_questions_all_give_valid_workflows(conductor_backend: LlamaCppBackend) -> None:
+    # Every third question of the twenty (the suite's time; bench/copy_rate.py plans all).
     names = [w.name for w in POOL]
     limits = [1, 2, 3, 5]
     attachment = (Attachment("stdin", "def sort(xs):\n    return xs.sort()\n"),)
     step_counts = []
-    for i, question in enumerate(QUESTIONS):
+    for i, question in enumerate(QUESTIONS[::3]):
         max_steps = limits[i % len(limits)]
         conductor = Conductor(conductor_backend, temperature=0.7, seed=100 + i)
         plan = conductor.plan(
@@ -68,7 +69,7 @@ def test_twenty_questions_all_give_valid_workflows(conductor_backend: LlamaCppBa
             assert all(0 <= j < k for j in step.sees)
             assert 3 <= len(step.task.split()) <= 24
         step_counts.append(len(plan.workflow.steps))
-    assert len(step_counts) == 20
+    assert len(step_counts) == 7
 
 
 def test_grammar_stops_a_runaway_list(conductor_backend: LlamaCppBackend) -> None:

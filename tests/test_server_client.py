@@ -250,7 +250,7 @@ def test_the_llm_cli_calls_the_server_as_an_openai_model(
                 timeout=300,
             )
             assert done.returncode == 0, done.stderr
-            assert "4" in done.stdout
+            assert "4" in done.stdout or "four" in done.stdout.lower(), done.stdout
         assert srv.runs_served == 2
     finally:
         srv.shutdown()

@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("torch", reason="the LoRA methods need the train extra")
 
 from conductor_cli.errors import InputError
-from conductor_cli.train import adapter_gguf
-from conductor_cli.train.export_check import check_export
+from conductor_cli.train import adapter_gguf, base_copy
+from conductor_cli.train.export_check import PROMPTS, check_export
 from conductor_cli.train.lora_method import Sample, minibatches, select_experts
 from conductor_cli.train.policy import Policy, pick_device
 from conductor_cli.train.registry import conductors_dir
@@ -83,14 +83,28 @@ def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
     import torch
 
     policy = Policy(gguf_path, device="cpu", rank=8, seed=1)
+    # The dequantized base is kept (train/base_copy.py): the next load reads it, bit for bit,
+    # instead of converting the GGUF again; `cache clear` removes it.
+    kept = [p for p in base_copy.copies_dir().iterdir() if not p.name.startswith(".")]
+    assert len(kept) == 1 and (kept[0] / "config.json").is_file()
+    again = base_copy.load_base(gguf_path)
+    base_weights = {
+        k.replace(".base_layer", ""): v
+        for k, v in policy.model.get_base_model().state_dict().items()
+        if "lora_" not in k
+    }
+    assert base_weights.keys() == again.state_dict().keys()
+    assert all(torch.equal(base_weights[k], v) for k, v in again.state_dict().items())
     for name, p in policy.model.named_parameters():
         if "lora_B" in name:  # peft starts B at zero: give the adapter something to say
             torch.nn.init.normal_(p, std=0.1)
     adapter = tmp_path / "adapter.gguf"
     policy.export(adapter)
-    result = check_export(policy, gguf_path, adapter)
-    assert result["prompts"] == 5 and result["tokens"] == 32
-    assert result["identical"] == 5, result["results"]
+    # Two of the check's five prompts (the suite's time; the expert-iteration test below
+    # passes all five through `conductor train`).
+    result = check_export(policy, gguf_path, adapter, PROMPTS[:2])
+    assert result["prompts"] == 2 and result["tokens"] == 32
+    assert result["identical"] == 2, result["results"]
     # The check has teeth: the adapter changes what torch writes, and an adapter exported
     # without llama.cpp's Q/K row order does not pass it.
     with policy.model.disable_adapter():
@@ -99,7 +113,7 @@ def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
     monkeypatch.setattr(adapter_gguf, "rope_permute", lambda rows, n_head: rows)
     unpermuted = tmp_path / "unpermuted.gguf"
     policy.export(unpermuted)
-    assert check_export(policy, gguf_path, unpermuted)["identical"] < 5
+    assert check_export(policy, gguf_path, unpermuted, PROMPTS[:2])["identical"] < 2
 
 
 def test_a_big_conductor_on_the_cpu_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -112,30 +126,25 @@ def test_a_big_conductor_on_the_cpu_is_refused_in_one_line(tmp_path: Path) -> No
         pick_device("tpu", big)
 
 
-def test_expert_iteration_learns_and_ask_plans_with_the_adapter(
+def test_expert_iteration_fits_exports_and_ask_plans_with_the_adapter(
     simulation: SimulatedPool, sim_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
     config, data = sim_files
     proc = run_cli(
         "train", "qa", str(data), "--config", str(config), "--out", "ei",
-        "--method", "expert-iteration", "--iterations", "2", "--samples", "3",
-        "--epochs", "2", "--repeats", "1", "--holdout", "0.34", "--json",
+        "--method", "expert-iteration", "--iterations", "1", "--samples", "2",
+        "--epochs", "1", "--repeats", "1", "--holdout", "0", "--limit", "6", "--json",
         timeout=1200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     curve = record["curve"]
-    assert [e["iteration"] for e in curve] == [1, 2]
-    assert all("held_out" in e for e in curve)  # planned in llama.cpp with each adapter
-    before, after = record["evaluations"]
-    assert before["when"] == "before" and after["when"] == "after"
-    # Each round's fit takes: the rewarded samples' routing decisions are likelier after it
-    # (log-probability +0.13 and +0.10 here with 2 epochs; 3 epochs cost 70 s more of the
-    # suite). Whether the next round's samples are right more often is a coin flip at this
-    # size (0.66 then 0.53 on one CPU, the reverse on another); bench/train_lora.py measures it.
-    for entry in curve:
-        fit = entry["experts_logprob"]
-        assert fit["after"] > fit["before"] + 0.05, curve
+    assert [e["iteration"] for e in curve] == [1]
+    # The round's fit takes: the rewarded samples' routing decisions are likelier after it.
+    # One small round (the suite's time); held-out accuracy round after round is the learning
+    # curve bench/train_lora.py measures (docs/train.md).
+    fit = curve[0]["experts_logprob"]
+    assert fit["after"] > fit["before"], curve
     assert record["export_check"]["identical"] == 5
     directory = conductors_dir() / "ei"
     assert (directory / "adapter.gguf").is_file() and (directory / "peft").is_dir()
@@ -160,7 +169,7 @@ def test_ctrl_c_in_grpo_then_resume_trains_no_step_twice(
     config, data = sim_files
     args = [
         "train", "qa", str(data), "--config", str(config), "--out", "g",
-        "--method", "grpo", "--steps", "2", "--samples", "2", "--questions-per-step", "2",
+        "--method", "grpo", "--steps", "2", "--samples", "2", "--questions-per-step", "1",
         "--repeats", "1", "--holdout", "0.34", "--eval-every", "2", "--json",
     ]  # fmt: skip
     proc = start_cli(*args)

@@ -54,7 +54,9 @@ def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = No
 @app.command("clear")
 @handle_errors
 def clear(ctx: typer.Context, config: ConfigOption = None) -> None:
-    """Delete every cached response and saved conductor prompt state."""
+    """Delete every cached response, saved conductor prompt state and converted training base."""
     with _runtime(ctx, config) as runtime:
-        removed, states = runtime.clear_caches()
-    typer.echo(f"removed {removed} entries and {states} prompt states")
+        removed, states, bases = runtime.clear_caches()
+    typer.echo(
+        f"removed {removed} entries, {states} prompt states and {bases} converted training bases"
+    )

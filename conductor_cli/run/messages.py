@@ -28,7 +28,7 @@ _FILLER_WORDS = """a an the of to in on at for and or but is are was were be it 
     about with from by as just only step steps"""
 # The instruction verbs that ask for the answer and nothing else.
 _ANSWER_VERBS = """answer find give state name determine identify calculate compute solve work tell
-    provide say return output print"""
+    provide say return output print write"""
 _FILLER = frozenset(_FILLER_WORDS.split()) | frozenset(_ANSWER_VERBS.split())
 
 _WORD = re.compile(r"[a-z0-9]+(?:[.'][a-z0-9]+)*")

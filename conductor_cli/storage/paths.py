@@ -28,7 +28,8 @@ def cache_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """Saved llama.cpp prompt states (speed only: see backends/prefix_state.py)."""
+    """Derived files kept for speed only: llama.cpp prompt states (backends/prefix_state.py) and
+    the float32 torch copy of a conductor being trained (train/base_copy.py)."""
     env = os.environ.get("CONDUCTOR_STATE_DIR")
     return Path(env).expanduser() if env else cache_dir() / "llama-state"
 

@@ -8,9 +8,7 @@ it.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import shutil
 import warnings
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from typing import Any
 
 from conductor_cli.errors import InputError
 from conductor_cli.train.adapter_gguf import MODULES, pairs_from_peft, write_adapter
+from conductor_cli.train.base_copy import load_base
 from conductor_cli.train.examples import Example
 from conductor_cli.train.session import replace_dir
 
@@ -77,7 +76,6 @@ class Policy:
     ) -> None:
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
-        from transformers import AutoModelForCausalLM
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
@@ -87,23 +85,13 @@ class Policy:
         self.rank = rank
         self.alpha = 2.0 * rank
         try:
-            # transformers' GGUF reader draws its own tqdm bar and warns of deprecations on
-            # stderr; the training display is ours.
-            with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                model = AutoModelForCausalLM.from_pretrained(
-                    str(base.parent), gguf_file=base.name, dtype=torch.float32
-                )
+            model = load_base(base)
         except (ValueError, OSError, KeyError, RuntimeError) as e:
             raise InputError(
                 f"transformers cannot load {base} for training ({e}); the LoRA methods "
                 "need a GGUF of an architecture transformers reads (llama, qwen2, ...), or "
                 "use --method head"
             ) from None
-        # The GGUF was dequantized on load: these weights are plain floats, and the marks
-        # left by the GGUF "quantizer" only make peft and trainers refuse them.
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer.remove_quantization_config(model)
         config = model.config
         self.n_head = int(config.num_attention_heads)
         self.n_head_kv = int(getattr(config, "num_key_value_heads", None) or self.n_head)
