@@ -8,7 +8,7 @@ import pytest
 
 from conductor_cli.evals import scoring
 from conductor_cli.evals.datasets import load_humaneval
-from conductor_cli.evals.sandbox import Limits, Sandbox
+from conductor_cli.sandbox import Limits, Sandbox
 
 
 @pytest.fixture(scope="module")

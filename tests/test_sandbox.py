@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.evals.sandbox import Limits, Sandbox
+from conductor_cli.sandbox import Limits, Sandbox
 
 LIMITS = Limits(wall_s=2.5, cpu_s=1, memory_mb=256, file_mb=1)
 

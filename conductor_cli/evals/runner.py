@@ -15,7 +15,6 @@ from conductor_cli.config.settings import Config
 from conductor_cli.errors import ConductorError
 from conductor_cli.evals import scoring
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import (
     DERIVED,
@@ -37,6 +36,7 @@ from conductor_cli.evals.strategies import (
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, conductor_pricing, pull_models_for, worker_pricing
+from conductor_cli.sandbox import Sandbox
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import annotate_trace
 

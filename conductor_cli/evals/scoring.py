@@ -6,7 +6,7 @@ from typing import Any
 
 from conductor_cli.evals.answers import extract_code, program_for, score_choice, score_qa, vote_key
 from conductor_cli.evals.records import Problem
-from conductor_cli.evals.sandbox import Sandbox
+from conductor_cli.sandbox import Sandbox
 
 
 def extract(problem: Problem, reply: str) -> str:

@@ -28,12 +28,12 @@ from conductor_cli.errors import ConductorError, ConfigError, InputError
 from conductor_cli.evals import scoring
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
-from conductor_cli.evals.sandbox import Sandbox
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, pull_models_for
+from conductor_cli.sandbox import Sandbox
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.head import GENERATIONS, PCA_DIMS

@@ -1,0 +1,9 @@
+"""Run untrusted Python (a model's code) confined: eval's code scorer and the python tool.
+
+Entry point: `Sandbox(limits).run(program) -> Outcome`; `Sandbox.isolation.describe()` says
+which confinement is in use (`conductor doctor` shows it).
+"""
+
+from conductor_cli.sandbox.runner import Isolation, Limits, Outcome, Sandbox
+
+__all__ = ["Isolation", "Limits", "Outcome", "Sandbox"]
