@@ -42,7 +42,7 @@ def worker_pricing(wc: WorkerConfig, lookup: Lookup) -> Pricing:
     spec = wc.spec
     return Pricing(
         spec.name,
-        local=spec.local,
+        local=not spec.remote,  # a GGUF or a tool costs nothing a call
         input_per_mtok=wc.input_cost_per_mtok,
         output_per_mtok=wc.output_cost_per_mtok,
         lookup=lookup,

@@ -41,8 +41,9 @@ KEY_HELP: dict[str, str] = {
     "its key.",
     "workers.name": "The name the conductor writes in workflows: letters, digits, `_-.`, "
     "at most 32.",
-    "workers.model": "`gguf:NAME` or `gguf:PATH` (in-process llama.cpp) or any litellm "
-    "model string (`openai/gpt-4.1-mini`, `anthropic/...`, `ollama_chat/...`).",
+    "workers.model": "`gguf:NAME` or `gguf:PATH` (in-process llama.cpp), any litellm "
+    "model string (`openai/gpt-4.1-mini`, `anthropic/...`, `ollama_chat/...`), or "
+    "`tool:python` (runs the Python program of the steps it sees, in the sandbox).",
     "workers.description": "Strengths, cost and speed, in words: goes into the conductor's prompt.",
     "workers.api_base": "Base URL of an OpenAI-compatible server, Ollama, or a litellm proxy.",
     "workers.api_key_env": "Environment variable that holds the key (keys never go in the file).",

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.errors import ConfigError
-from conductor_cli.models.spec import ModelSpec
+from conductor_cli.models.spec import TOOLS, ModelSpec
 from conductor_cli.storage import paths
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -82,6 +82,10 @@ class WorkerConfig:
     @property
     def spec(self) -> ModelSpec:
         return ModelSpec.for_worker(self.model)
+
+    @property
+    def tool(self) -> bool:
+        return self.spec.tool
 
 
 @dataclass(frozen=True)
@@ -242,6 +246,12 @@ def _require(cond: bool, where: str, msg: str) -> None:
 
 def _validate_conductor(c: ConductorSettings, where: str) -> None:
     _require(c.model.strip() != "", f"{where}.model", "must not be empty.")
+    _require(
+        not c.spec.tool,
+        f"{where}.model",
+        f"{c.model!r} is a tool, and the conductor writes workflows: use a catalog name, a "
+        ".gguf path or litellm:MODEL here, and give the tool to a [[workers]] entry.",
+    )
     _require(c.n_ctx >= 512, f"{where}.n_ctx", f"must be at least 512, got {c.n_ctx}.")
     _require(
         1 <= c.max_steps <= MAX_STEPS_LIMIT,
@@ -280,6 +290,13 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
         f"{w.name!r} is reserved for the conductor itself; pick another name.",
     )
     _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
+    if w.spec.tool:
+        _require(
+            w.spec.name in TOOLS,
+            f"{where}.model",
+            f"{w.model!r}: no such tool; the tools are "
+            f"{', '.join('tool:' + t for t in TOOLS)}.{_did_you_mean(w.spec.name, TOOLS)}",
+        )
     _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
     _require(
         w.context_tokens is None or w.context_tokens >= 512,

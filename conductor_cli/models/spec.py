@@ -1,7 +1,8 @@
 """A model named in the config, parsed once: where it runs (llama.cpp or litellm) and its name.
 
 Config files spell a model as `gguf:NAME` (a catalog name or a .gguf path, run in-process by
-llama.cpp) or `litellm:MODEL` (anything litellm reaches). Workers default to litellm (a bare
+llama.cpp), `litellm:MODEL` (anything litellm reaches) or, for workers, `tool:NAME` (a built-in
+tool such as `tool:python`, conductor_cli/tools). Workers default to litellm (a bare
 `gpt-4o-mini`), the conductor to llama.cpp (a bare catalog name, path or trained conductor).
 Everything else reads the typed value instead of testing string prefixes.
 """
@@ -13,29 +14,46 @@ from typing import Literal
 
 GGUF_PREFIX = "gguf:"
 LITELLM_PREFIX = "litellm:"
+TOOL_PREFIX = "tool:"
 
-Kind = Literal["gguf", "litellm"]
+Kind = Literal["gguf", "litellm", "tool"]
+# The built-in tools a worker can be (conductor_cli/tools).
+TOOLS = ("python",)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     kind: Kind
-    name: str  # gguf: catalog name, .gguf path or trained conductor; litellm: its model id
+    # gguf: catalog name, .gguf path or trained conductor; litellm: its model id; tool: its name
+    name: str
 
     @property
     def local(self) -> bool:
         return self.kind == "gguf"
 
+    @property
+    def tool(self) -> bool:
+        return self.kind == "tool"
+
+    @property
+    def remote(self) -> bool:
+        """Reached through litellm: the only kind that needs keys, prices and litellm."""
+        return self.kind == "litellm"
+
     @classmethod
     def for_worker(cls, text: str) -> ModelSpec:
         if text.startswith(GGUF_PREFIX):
             return cls("gguf", text.removeprefix(GGUF_PREFIX))
+        if text.startswith(TOOL_PREFIX):
+            return cls("tool", text.removeprefix(TOOL_PREFIX))
         return cls("litellm", text.removeprefix(LITELLM_PREFIX))
 
     @classmethod
     def for_conductor(cls, text: str) -> ModelSpec:
         if text.startswith(LITELLM_PREFIX):
             return cls("litellm", text.removeprefix(LITELLM_PREFIX))
+        if text.startswith(TOOL_PREFIX):
+            return cls("tool", text.removeprefix(TOOL_PREFIX))  # refused by the config
         return cls("gguf", text.removeprefix(GGUF_PREFIX))
 
     def __str__(self) -> str:

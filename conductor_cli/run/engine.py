@@ -256,11 +256,13 @@ class Engine:
         self, i: int, worker: Worker, messages: tuple[dict[str, str], ...], emit: Subscriber
     ) -> Completion:
         """One worker's answer, retrying retryable failures with exponential backoff + jitter."""
+        tool = worker.config.spec.tool
         request = Request(
             messages=messages,
             max_tokens=worker.config.max_tokens,
-            temperature=worker.config.temperature,
-            seed=self.seed + i + 1,
+            # A tool is deterministic: cached by its input alone, never by a seed.
+            temperature=0.0 if tool else worker.config.temperature,
+            seed=0 if tool else self.seed + i + 1,
             stop_loops=worker.config.stop_loops and worker.config.spec.local,
         )
 

@@ -16,7 +16,15 @@ from typing import Protocol
 from conductor_cli.backends.base import Backend, Completion, Request
 from conductor_cli.errors import WorkflowError
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.workflow import Step, Workflow, gbnf_grammar, max_plan_tokens, parse_workflow
+from conductor_cli.run.workflow import (
+    TASK_VERBS,
+    TOOL_VERBS,
+    Step,
+    Workflow,
+    gbnf_grammar,
+    max_plan_tokens,
+    parse_workflow,
+)
 
 FREE_PLAN_MAX_TOKENS = 1024
 _PREVIEW_CHARS = 200
@@ -26,6 +34,7 @@ _PREVIEW_CHARS = 200
 class WorkerInfo:
     name: str
     description: str
+    tool: bool = False  # a tool worker (tool:python): its tasks may say "Run" or "Execute"
 
 
 @dataclass(frozen=True)
@@ -235,7 +244,7 @@ class Conductor:
             grammar = (
                 self.chooser.grammar(messages)
                 if self.chooser is not None
-                else gbnf_grammar(names, max_steps)
+                else gbnf_grammar(names, max_steps, verbs=task_verbs(pool))
             )
         return self._plan(messages, pool, max_steps, grammar, replan=False)
 
@@ -259,7 +268,9 @@ class Conductor:
             if self.chooser is not None:
                 grammar = self.chooser.replan_grammar(messages)
             if grammar is None:
-                grammar = gbnf_grammar([w.name for w in pool], max_steps, allow_empty=True)
+                grammar = gbnf_grammar(
+                    [w.name for w in pool], max_steps, allow_empty=True, verbs=task_verbs(pool)
+                )
         return self._plan(messages, pool, max_steps, grammar, replan=True)
 
     def _plan(
@@ -374,8 +385,16 @@ class _Described(Protocol):
     def name(self) -> str: ...
     @property
     def description(self) -> str: ...
+    @property
+    def tool(self) -> bool: ...
+
+
+def task_verbs(pool: Sequence[WorkerInfo]) -> tuple[str, ...]:
+    """The verbs a task may open with: a pool with a tool adds the verbs its tasks need (and
+    only then, so a pool of models plans under the same grammar as before)."""
+    return TASK_VERBS + TOOL_VERBS if any(w.tool for w in pool) else TASK_VERBS
 
 
 def worker_infos(workers: Sequence[_Described]) -> list[WorkerInfo]:
     """The pool as the conductor's planning prompt lists it (training uses the same)."""
-    return [WorkerInfo(w.name, w.description) for w in workers]
+    return [WorkerInfo(w.name, w.description, w.tool) for w in workers]

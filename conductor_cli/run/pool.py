@@ -13,6 +13,8 @@ from conductor_cli.errors import ModelError
 from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
+from conductor_cli.tools import DESCRIPTIONS as TOOL_DESCRIPTIONS
+from conductor_cli.tools import tool_backend
 
 # A remote model's context when the config does not say: today's API models read 128k or more.
 REMOTE_CONTEXT_TOKENS = 128_000
@@ -30,7 +32,14 @@ class Worker:
         return self.config.name
 
     @property
+    def tool(self) -> bool:
+        return self.config.spec.tool
+
+    @property
     def description(self) -> str:
+        spec = self.config.spec
+        if not self.config.description and spec.tool:
+            return TOOL_DESCRIPTIONS.get(spec.name, "")
         return self.config.description
 
 
@@ -54,7 +63,7 @@ def _where(config: Config, key: str) -> str:
 
 
 def uses_litellm(config: Config) -> bool:
-    return not config.conductor.spec.local or any(not w.spec.local for w in config.workers)
+    return config.conductor.spec.remote or any(w.spec.remote for w in config.workers)
 
 
 def context_tokens(config: Config, wc: WorkerConfig) -> int:
@@ -94,6 +103,8 @@ def build_pool(
         if spec.local:
             resolved = resolve_gguf(spec.name, catalog, where)
             backend = LlamaCppBackend(models, resolved.path, resolved.sha256())
+        elif spec.tool:
+            backend = tool_backend(spec.name, where)
         else:
             backend = LiteLLMBackend(
                 spec.name,

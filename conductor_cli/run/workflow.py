@@ -48,6 +48,8 @@ TASK_VERBS = (
     "Read", "Recommend", "Refactor", "Review", "Rewrite", "Simplify", "Solve", "Sort", "State",
     "Suggest", "Summarize", "Test", "Translate", "Verify", "Work", "Write",
 )  # fmt: skip
+# Added where the pool has a tool worker (run/planner.py: task_verbs).
+TOOL_VERBS = ("Execute", "Run")
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,13 @@ def _lit(text: str) -> str:
     return json.dumps(text)  # a GBNF string literal uses the same escapes as JSON
 
 
-def gbnf_grammar(workers: Sequence[str], max_steps: int, *, allow_empty: bool = False) -> str:
+def gbnf_grammar(
+    workers: Sequence[str],
+    max_steps: int,
+    *,
+    allow_empty: bool = False,
+    verbs: Sequence[str] = TASK_VERBS,
+) -> str:
     """A llama.cpp grammar whose every sentence is a valid workflow for this pool.
 
     Worker names are an enumeration; each task is a bounded run of words; step k may only see
@@ -105,7 +113,7 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int, *, allow_empty: bool = 
     steps = f"( step0 {nested} )?" if allow_empty else f"step0 {nested}"
     rules.append(f'root ::= "{{\\"steps\\": [" {steps} "]}}"')
     rules.append("worker ::= " + " | ".join(_lit(json.dumps(w)) for w in workers))
-    rules.extend(task_rules())
+    rules.extend(task_rules(verbs))
     for k in range(max_steps):
         rules.append(
             f'step{k} ::= "{{\\"worker\\": " worker ", \\"task\\": " task '
@@ -123,11 +131,11 @@ def gbnf_grammar(workers: Sequence[str], max_steps: int, *, allow_empty: bool = 
     return "\n".join(rules) + "\n"
 
 
-def task_rules() -> list[str]:
+def task_rules(verbs: Sequence[str] = TASK_VERBS) -> list[str]:
     """The grammar rules `task` and `word`: a bounded run of words between quotes."""
     return [
         f'task ::= "\\"" verb ( " " word ){{{TASK_MIN_WORDS - 1},{TASK_MAX_WORDS - 1}}} "\\""',
-        "verb ::= " + " | ".join(_lit(v) for v in TASK_VERBS),
+        "verb ::= " + " | ".join(_lit(v) for v in verbs),
         # Not a quote, backslash, control character or any space Python's str.split() splits
         # on (a no-break space inside a "word" made a 24-word task count 25).
         f'word ::= [^"\\\\{_SPACES}]{{1,{WORD_MAX_CHARS}}}',

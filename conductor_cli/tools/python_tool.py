@@ -1,0 +1,105 @@
+"""`tool:python`: run the Python program a step sees, confined, and return what it printed.
+
+The program is the last ```python block in the outputs of the steps it sees, else in the
+question and task it is sent, else the task itself when that is Python. Whatever happens is
+the step's output, said plainly (no code, an error, a timeout, nothing printed), so a later
+step or round can react to it; only a machine that cannot confine the program is an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import threading
+
+from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.sandbox import Limits, Outcome, Sandbox
+
+# A fenced block: ```python, ```py, ```python3 or a bare ```; the tag is group 1.
+_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
+_PYTHON_TAGS = {"python", "py", "python3", ""}
+
+LIMITS = Limits(wall_s=10.0, cpu_s=10, memory_mb=512, file_mb=1)
+NO_CODE = (
+    "No Python program to run: the python tool runs the last ```python block of the steps it "
+    "sees, or its task when that is Python, and found neither."
+)
+
+
+def _blocks(text: str) -> list[str]:
+    return [code for tag, code in _BLOCK.findall(text) if tag.lower() in _PYTHON_TAGS]
+
+
+def _is_program(text: str) -> bool:
+    """Whether a task is itself Python ("print(2 ** 10)"), not an English sentence that
+    happens to parse ("Compute" is a valid name)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    return any(
+        isinstance(node, ast.Call | ast.Assign | ast.Import | ast.ImportFrom | ast.FunctionDef)
+        for node in ast.walk(tree)
+    )
+
+
+def find_program(messages: tuple[dict[str, str], ...]) -> str | None:
+    """The program to run, from the step's messages (run/messages.py's layout: the steps it
+    sees as earlier assistant turns, then one user message ending with its task)."""
+    for message in reversed(messages):
+        if message["role"] == "assistant" and (found := _blocks(message["content"])):
+            return found[-1]
+    last = messages[-1]["content"] if messages else ""
+    if found := _blocks(last):
+        return found[-1]
+    task = last.rsplit("\n\n", 1)[-1].strip()
+    return task if _is_program(task) else None
+
+
+def describe(outcome: Outcome, limits: Limits) -> str:
+    printed = outcome.output.rstrip()
+    if outcome.status == "passed":
+        return printed or "The program ran and printed nothing."
+    said = {
+        "failed": f"The program failed (exit code {outcome.returncode}).",
+        "timeout": f"The program was stopped: it ran past its {limits.wall_s:g} s limit.",
+        "memory": f"The program ran out of memory (limit {limits.memory_mb} MB).",
+        "file_size": f"The program was stopped: it printed more than {limits.file_mb} MB.",
+    }.get(outcome.status, "The program could not run.")
+    return f"{said}\n{printed}" if printed else said
+
+
+class PythonTool:
+    """A Backend. The sandbox is probed on the first call (a few subprocesses), not at pool
+    building, so a config that names the tool costs nothing until a step runs it."""
+
+    def __init__(self, limits: Limits = LIMITS) -> None:
+        self.limits = limits
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> str:
+        return "tool:python"
+
+    @property
+    def fingerprint(self) -> str:
+        lim = self.limits
+        return f"tool:python:1:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}"
+
+    @property
+    def supports_grammar(self) -> bool:
+        return False
+
+    def sandbox(self) -> Sandbox:
+        with self._lock:
+            if self._sandbox is None:
+                self._sandbox = Sandbox(self.limits)
+            return self._sandbox
+
+    def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
+        program = find_program(request.messages)
+        text = NO_CODE if program is None else describe(self.sandbox().run(program), self.limits)
+        if on_text is not None:
+            on_text(text)
+        return Completion(text=text, tokens_in=0, tokens_out=0, finish_reason="stop", cost=0.0)

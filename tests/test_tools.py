@@ -1,0 +1,153 @@
+"""`tool:python`: a worker that runs the Python program of the steps it sees, in the real
+sandbox (conductor_cli/sandbox), next to the real embedded model."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.backends.base import Request
+from conductor_cli.sandbox import Limits
+from conductor_cli.tools.python_tool import NO_CODE, PythonTool, find_program
+
+from .conftest import assert_one_line_error, run_cli
+
+TOOL_CONFIG = """
+[conductor]
+max_steps = 2
+{seed}
+
+[[workers]]
+name = "local"
+model = "gguf:smollm2-135m-instruct"
+max_tokens = 80
+
+[[workers]]
+name = "python"
+model = "tool:python"
+"""
+
+
+def _messages(*seen: str, last: str = "What is 6 * 7?") -> tuple[dict[str, str], ...]:
+    history: list[dict[str, str]] = []
+    for i, output in enumerate(seen):
+        history += [
+            {"role": "user", "content": f"Step {i} (local): Write the program."},
+            {"role": "assistant", "content": output},
+        ]
+    return (*history, {"role": "user", "content": last})
+
+
+def _ask(tool: PythonTool, messages: tuple[dict[str, str], ...]) -> str:
+    return tool.complete(Request(messages, max_tokens=1, temperature=0.0, seed=0)).text
+
+
+def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
+    first = "```python\nprint(1)\n```"
+    second = "Here:\n```py\nprint(2)\n```\nand prose ```bash\nls\n```"
+    assert find_program(_messages(first, second)) == "print(2)\n"
+    assert find_program(_messages(first, "no code here")) == "print(1)\n"
+    assert find_program(_messages(last="Q?\n\n```\nprint(3)\n```")) == "print(3)\n"
+    assert find_program(_messages(last="What is 6 * 7?\n\nprint(6 * 7)")) == "print(6 * 7)"
+    # English that happens to parse as Python is not a program.
+    assert find_program(_messages(last="What is 6 * 7?\n\nCompute")) is None
+    assert find_program(_messages(last="What is 6 * 7?\n\nRun the program.")) is None
+
+
+def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:
+    tool = PythonTool(Limits(wall_s=3.0, cpu_s=10, memory_mb=256, file_mb=1))
+    assert _ask(tool, _messages("```python\nprint(37 * 41 + 5)\n```")) == "1522"
+    assert _ask(tool, _messages("```python\nx = 1\n```")) == "The program ran and printed nothing."
+    failed = _ask(tool, _messages("```python\nprint('half')\n1 / 0\n```"))
+    assert failed.startswith("The program failed (exit code 1).")
+    assert "half" in failed and "ZeroDivisionError" in failed
+    looped = _ask(tool, _messages("```python\nwhile True:\n    pass\n```"))
+    assert looped.startswith("The program was stopped: it ran past its 3 s limit.")
+    flood = _ask(tool, _messages("```python\nwhile True:\n    print('x' * 1000)\n```"))
+    assert flood.startswith("The program was stopped: it printed more than 1 MB.")
+    assert _ask(tool, _messages("no code")) == NO_CODE
+
+
+def test_a_secret_in_the_environment_never_reaches_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-" + "s" * 24)
+    tool = PythonTool()
+    out = _ask(tool, _messages("```python\nimport os\nprint(sorted(os.environ))\n```"))
+    assert "OPENAI_API_KEY" not in out and "sk-test-" not in out
+
+
+def _code_of(output: str) -> str:
+    return re.findall(r"```[ \t]*(?:python|py|python3)?[^\n]*\n(.*?)```", output, re.S)[-1]
+
+
+def test_the_real_model_writes_and_the_tool_runs_it_cached_by_input(
+    tmp_path: Path, gguf_path: Path
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TOOL_CONFIG.format(seed=""), encoding="utf-8")
+    workflow = tmp_path / "wf.json"
+    steps = [
+        {"worker": "local", "task": "Write a Python program that prints 37 * 41 + 5.", "sees": []},
+        {"worker": "python", "task": "Run the program.", "sees": [0]},
+    ]
+    workflow.write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    done = run_cli("--config", str(config), "run", "--json", str(workflow), "What is 37*41+5?")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    written, ran = result["steps"]
+    assert ran["worker"] == "python" and ran["tokens_out"] == 0
+    if "```" in written["output"]:
+        # Whatever the model wrote, the tool's output is what that program prints.
+        expected = subprocess.run(
+            [sys.executable, "-I", "-c", _code_of(written["output"])],
+            capture_output=True, text=True, timeout=30, cwd=tmp_path,
+        ).stdout.rstrip()  # fmt: skip
+        assert ran["output"] == (expected or "The program ran and printed nothing.")
+    else:
+        assert ran["output"] == NO_CODE
+    assert result["answer"] == ran["output"]
+
+    # A tool is cached by its input alone: the same program under another seed is not run again.
+    code_only = tmp_path / "code.json"
+    code_only.write_text(
+        json.dumps({"steps": [{"worker": "python", "task": "print(2 ** 20)", "sees": []}]}),
+        encoding="utf-8",
+    )
+    seeded = tmp_path / "seeded.toml"
+    seeded.write_text(TOOL_CONFIG.format(seed="seed = 7"), encoding="utf-8")
+    once = json.loads(run_cli("--config", str(config), "run", "--json", str(code_only), "Q").stdout)
+    again = json.loads(
+        run_cli("--config", str(seeded), "run", "--json", str(code_only), "Q").stdout
+    )
+    assert once["answer"] == again["answer"] == "1048576"
+    assert once["steps"][0]["source"] == "model" and again["steps"][0]["source"] == "cache"
+
+
+def test_bad_tool_configs_are_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TOOL_CONFIG.format(seed="").replace("tool:python", "tool:pyton"))
+    proc = run_cli("--config", str(config), "ask", "What is 2+2?")
+    assert_one_line_error(proc, 2, "workers[1].model", "tool:pyton", "tool:python")
+    config.write_text('[conductor]\nmodel = "tool:python"\n', encoding="utf-8")
+    proc = run_cli("--config", str(config), "ask", "What is 2+2?")
+    assert_one_line_error(proc, 2, "conductor.model", "is a tool", "[[workers]]")
+
+
+def test_a_pool_with_a_tool_may_plan_run_tasks_and_a_pool_of_models_plans_as_before() -> None:
+    from conductor_cli.run.planner import WorkerInfo, task_verbs
+    from conductor_cli.run.workflow import TASK_VERBS, gbnf_grammar
+
+    models = [WorkerInfo("local", "a model")]
+    tooled = [*models, WorkerInfo("python", "an interpreter", tool=True)]
+    assert task_verbs(models) == TASK_VERBS
+    assert {"Run", "Execute"} <= set(task_verbs(tooled))
+    before = gbnf_grammar(["local"], 2)
+    assert gbnf_grammar(["local"], 2, verbs=task_verbs(models)) == before
+    assert '"Run"' in gbnf_grammar(["local", "python"], 2, verbs=task_verbs(tooled))
+    assert '"Run"' not in before
