@@ -207,6 +207,18 @@ def _gguf_worker(what: str, name: str) -> Check:
     return Check(what, "ok", f"local GGUF {resolved.path}")
 
 
+def _sandbox() -> Check:
+    """The confinement model-written code would run under (eval's code scorer, the python
+    tool); probing starts a few short processes."""
+    from conductor_cli.sandbox import Sandbox
+
+    try:
+        isolation = Sandbox().isolation
+    except ConductorError as e:  # no Landlock and no CONDUCTOR_SANDBOX=unconfined
+        return Check("sandbox", "warn", str(e))
+    return Check("sandbox", "ok" if isolation.landlock else "warn", isolation.describe())
+
+
 def _writable(what: str, directory: Path) -> Check:
     try:
         paths.private_dir(directory)
@@ -228,6 +240,7 @@ def run_checks(config_file: Path | None = None, *, timeout_s: float = 3.0) -> li
         *_repacking(),
         *_models(),
         *_workers(config_file, timeout_s),
+        _sandbox(),
         _writable("cache dir", paths.cache_dir()),
         _writable("trace dir", traces_dir()),
     ]

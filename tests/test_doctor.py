@@ -50,8 +50,10 @@ api_base = "{up.api_base}"
     assert "CONDUCTOR_TEST_UNSET_KEY is not set" in rows["worker keyed"]["detail"]
     assert rows["worker up"]["status"] == "ok"
     assert rows["config"]["status"] == "ok" and str(config) in rows["config"]["detail"]
-    for what in ("python", "llama.cpp", "gpu offload", "cache dir", "trace dir"):
+    for what in ("python", "llama.cpp", "gpu offload", "sandbox", "cache dir", "trace dir"):
         assert rows[what]["status"] in ("ok", "warn"), rows[what]
+    # The code sandbox's confinement, or why there is none: Landlock either way.
+    assert "Landlock" in rows["sandbox"]["detail"], rows["sandbox"]
 
 
 def test_doctor_passes_on_a_good_setup_and_prints_plain_lines_when_piped(
