@@ -96,6 +96,8 @@ class WorkerProbe:
 
 
 PROBE = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
+# A tool reads no English: the python tool runs a task that is itself a program.
+TOOL_PROBE = Request(({"role": "user", "content": "print('OK')"},), 8, 0.0, 0)
 
 
 class Runtime:
@@ -269,7 +271,7 @@ class Runtime:
         for w in self.raw_pool(config).workers:
             start = time.monotonic()
             try:
-                done = w.backend.complete(PROBE)
+                done = w.backend.complete(TOOL_PROBE if w.tool else PROBE)
                 reply, error = done.text.strip()[:40], None
             except ConductorError as e:
                 reply, error = None, str(e)

@@ -151,3 +151,35 @@ def test_a_pool_with_a_tool_may_plan_run_tasks_and_a_pool_of_models_plans_as_bef
     assert gbnf_grammar(["local"], 2, verbs=task_verbs(models)) == before
     assert '"Run"' in gbnf_grammar(["local", "python"], 2, verbs=task_verbs(tooled))
     assert '"Run"' not in before
+
+
+def test_eval_baselines_treat_a_tool_as_deterministic_and_propose_with_models(
+    tmp_path: Path,
+) -> None:
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.evals.strategies import (
+        KNN_VOTE,
+        base_strategies,
+        default_strategies,
+        moa_proposers,
+    )
+
+    config_file = tmp_path / "c.toml"
+    config_file.write_text(TOOL_CONFIG.format(seed=""), encoding="utf-8")
+    config = load_config(config_file)
+    strategies = default_strategies(config)
+    # single:python is a real baseline (the tool asked the bare question); a vote of three
+    # identical runs is not.
+    assert "single:python" in strategies and "vote:python" not in strategies
+    assert "vote:local" in strategies
+    assert "vote:python" not in base_strategies([KNN_VOTE], config)
+    assert moa_proposers(config) == ["local"]
+
+
+def test_workers_test_runs_a_program_through_the_tool(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TOOL_CONFIG.format(seed=""), encoding="utf-8")
+    done = run_cli("--config", str(config), "workers", "test", "python", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)
+    assert row["name"] == "python" and row["ok"] and row["reply"] == "OK"

@@ -25,6 +25,7 @@ from conductor_cli.evals.strategies import (
     conductor_config,
     failed,
     majority,
+    moa_proposers,
     moa_workflow,
     oracle_results,
     router_results,
@@ -32,6 +33,7 @@ from conductor_cli.evals.strategies import (
     strategy_kind,
     trace_id,
     vote_config,
+    voters,
 )
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
@@ -118,7 +120,7 @@ class _Solver:
         elif kind == "single":
             run = self._execute(problem, workflow=single_workflow(worker))
         else:  # moa
-            names = [w.name for w in self.config.workers]
+            names = moa_proposers(self.config)
             wf = moa_workflow(names, self.settings.moa_layers, self.settings.aggregator or names[0])
             run = self._execute(problem, workflow=wf)
         correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
@@ -347,11 +349,13 @@ def collect(
                 )
             stored = singles
             if s == KNN_VOTE:
+                voting = set(voters(config))  # a tool's vote is its single result
                 stored = {
                     (f"vote:{w}", p.id): r
                     for w in workers
                     for p in problems
-                    if (r := store.get(f"vote:{w}", p.id)) is not None
+                    if (r := store.get(f"{'vote' if w in voting else 'single'}:{w}", p.id))
+                    is not None
                 }
             out += knn.knn_router_results(s, problems, choices, stored)
         elif s == "oracle":

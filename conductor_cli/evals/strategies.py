@@ -56,12 +56,23 @@ class Settings:
         }
 
 
+def voters(config: Config) -> list[str]:
+    """The workers a `vote:` samples: models. A tool is deterministic, its vote its single."""
+    return [w.name for w in config.workers if not w.tool]
+
+
+def moa_proposers(config: Config) -> list[str]:
+    """Mixture-of-agents layers and aggregator: the models (a tool asked the bare question
+    has nothing to propose), or every worker of a pool of tools only."""
+    return voters(config) or [w.name for w in config.workers]
+
+
 def default_strategies(config: Config) -> list[str]:
     names = [w.name for w in config.workers]
     return [
         "conductor",
         *(f"single:{n}" for n in names),
-        *(f"vote:{n}" for n in names),
+        *(f"vote:{n}" for n in voters(config)),
         "moa",
         "router",
         KNN,
@@ -173,7 +184,7 @@ def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
     if any(s in DERIVED for s in strategies):
         needed += [f"single:{w.name}" for w in config.workers]
     if KNN_VOTE in strategies:
-        needed += [f"vote:{w.name}" for w in config.workers]
+        needed += [f"vote:{n}" for n in voters(config)]
     return list(dict.fromkeys(needed))
 
 
