@@ -61,13 +61,17 @@ def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
 
 def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:
     tool = PythonTool(Limits(wall_s=3.0, cpu_s=10, memory_mb=256, file_mb=1))
+    cpu_bound = PythonTool(Limits(wall_s=10.0, cpu_s=1, memory_mb=256, file_mb=1))
     assert _ask(tool, _messages("```python\nprint(37 * 41 + 5)\n```")) == "1522"
     assert _ask(tool, _messages("```python\nx = 1\n```")) == "The program ran and printed nothing."
     failed = _ask(tool, _messages("```python\nprint('half')\n1 / 0\n```"))
     assert failed.startswith("The program failed (exit code 1).")
     assert "half" in failed and "ZeroDivisionError" in failed
     looped = _ask(tool, _messages("```python\nwhile True:\n    pass\n```"))
-    assert looped.startswith("The program was stopped: it ran past its 3 s limit.")
+    assert looped.startswith("The program was stopped: it ran past its time limit (3 s, 10 s")
+    # The CPU limit too (inside the namespace unshare reports it as exit 1, not the signal).
+    spun = _ask(cpu_bound, _messages("```python\nwhile True:\n    pass\n```"))
+    assert spun == "The program was stopped: it ran past its time limit (10 s, 1 s of CPU).", spun
     flood = _ask(tool, _messages("```python\nwhile True:\n    print('x' * 1000)\n```"))
     assert flood.startswith("The program was stopped: it printed more than 1 MB.")
     assert _ask(tool, _messages("no code")) == NO_CODE

@@ -416,6 +416,8 @@ def _execute(isolation: Isolation, lim: Limits, program: str, *, sockets: bool =
         seconds = time.monotonic() - start
         full = out_path.stat().st_size >= lim.file_mb * 2**20
         status = "file_size" if full else _status(returncode, output, timed_out)
+        if status == "timeout":  # unshare's own line is not the program's output
+            output = output.rstrip().removesuffix(_UNSHARE_SIGNALLED + ": Invalid argument")
         return Outcome(
             status == "passed", status, returncode, output, seconds, isolation.describe()
         )
@@ -455,9 +457,16 @@ def _tail(path: Path) -> str:
         return f.read().decode("utf-8", errors="replace")
 
 
+# util-linux `unshare --fork`, whose child died of a signal, re-raises it on itself; the CPU
+# limit it inherited makes that fail, and it exits 1 with this line instead of the signal.
+_UNSHARE_SIGNALLED = "unshare: sigprocmask unblock failed"
+
+
 def _status(returncode: int | None, output: str, timed_out: bool) -> str:
     if timed_out or returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         return "timeout"
+    if returncode == 1 and output.rstrip().endswith(_UNSHARE_SIGNALLED + ": Invalid argument"):
+        return "timeout"  # killed by the CPU limit (SIGXCPU or its SIGKILL), inside unshare
     if returncode == 0:
         return "passed"
     if _CONFINE_FAILED in output:

@@ -62,7 +62,8 @@ def describe(outcome: Outcome, limits: Limits) -> str:
         return printed or "The program ran and printed nothing."
     said = {
         "failed": f"The program failed (exit code {outcome.returncode}).",
-        "timeout": f"The program was stopped: it ran past its {limits.wall_s:g} s limit.",
+        "timeout": "The program was stopped: it ran past its time limit "
+        f"({limits.wall_s:g} s, {limits.cpu_s} s of CPU).",
         "memory": f"The program ran out of memory (limit {limits.memory_mb} MB).",
         "file_size": f"The program was stopped: it printed more than {limits.file_mb} MB.",
     }.get(outcome.status, "The program could not run.")
