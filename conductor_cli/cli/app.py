@@ -16,6 +16,7 @@ from conductor_cli.cli import (
     config_cmd,
     doctor_cmd,
     eval_cmd,
+    mcp_cmd,
     models,
     serve_cmd,
     signals,
@@ -65,6 +66,7 @@ app.command("doctor")(doctor_cmd.doctor)
 app.command("eval")(eval_cmd.eval_cmd)
 app.command("train")(train_cmd.train_cmd)
 app.command("serve")(serve_cmd.serve)
+app.command("mcp")(mcp_cmd.mcp)
 app.add_typer(traces.app, name="traces", help="List, show and remove saved run traces.")
 app.add_typer(workers.app, name="workers", help="List, add, remove and test workers.")
 app.add_typer(cache_cmd.app, name="cache", help="The response cache: stats, clear, path.")
