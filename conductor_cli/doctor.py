@@ -157,6 +157,11 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
         if w.spec.local:
             rows.append(_gguf_worker(what, w.spec.name))
             continue
+        if w.spec.kind == "tool":
+            rows.append(
+                Check(what, "ok", f"{w.model}: built-in, runs programs in the sandbox (below)")
+            )
+            continue
         if w.api_key_env and not os.environ.get(w.api_key_env):
             rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
             continue

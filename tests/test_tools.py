@@ -187,3 +187,13 @@ def test_workers_test_runs_a_program_through_the_tool(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)
     assert row["name"] == "python" and row["ok"] and row["reply"] == "OK"
+
+
+def test_doctor_names_the_tool_worker_and_the_sandbox(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(TOOL_CONFIG.format(seed=""), encoding="utf-8")
+    done = run_cli("--config", str(config), "doctor")
+    rows = {line.split("\t")[0]: line.split("\t")[1:] for line in done.stdout.splitlines()}
+    assert rows["worker python"][0] == "ok" and "tool:python" in rows["worker python"][1]
+    assert "key" not in rows["worker python"][1]
+    assert rows["sandbox"][0] in ("ok", "warn")
