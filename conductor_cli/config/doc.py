@@ -11,11 +11,13 @@ import dataclasses
 from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
+    _MCP_SERVER_TYPES,
     _SERVER_TYPES,
     _TYPE_WORDS,
     _WORKER_TYPES,
     CacheSettings,
     ConductorSettings,
+    McpServerConfig,
     ServerSettings,
     WorkerConfig,
 )
@@ -43,7 +45,8 @@ KEY_HELP: dict[str, str] = {
     "at most 32.",
     "workers.model": "`gguf:NAME` or `gguf:PATH` (in-process llama.cpp), any litellm "
     "model string (`openai/gpt-4.1-mini`, `anthropic/...`, `ollama_chat/...`), or "
-    "`tool:python` (runs the Python program of the steps it sees, in the sandbox).",
+    "`tool:python` (runs the Python program of the steps it sees, in the sandbox), or "
+    "`mcp:SERVER/TOOL` (the tool TOOL of the server [mcp_servers.SERVER]).",
     "workers.description": "Strengths, cost and speed, in words: goes into the conductor's prompt.",
     "workers.api_base": "Base URL of an OpenAI-compatible server, Ollama, or a litellm proxy.",
     "workers.api_key_env": "Environment variable that holds the key (keys never go in the file).",
@@ -69,12 +72,27 @@ KEY_HELP: dict[str, str] = {
     "server.max_concurrent_runs": "Runs `conductor serve` carries out at once; one more is "
     "answered 429 with Retry-After.",
 }
+# [mcp_servers.NAME] tables (named by the user, so not `config set` keys).
+MCP_SERVER_HELP: dict[str, str] = {
+    "mcp_servers.command": "The program that starts the MCP server over stdio (as in Claude's "
+    "`mcpServers`); `${VAR}` and `${VAR:-default}` come from the environment.",
+    "mcp_servers.args": "Its arguments; `${VAR}` expands as in `command`.",
+    "mcp_servers.env": "Variables the server gets besides HOME, PATH, SHELL, TERM, USER and "
+    "LOGNAME (nothing else of the environment reaches it); values may use `${VAR}`.",
+    "mcp_servers.type": 'Only `"stdio"` (accepted so that Claude Code entries copy over).',
+}
 
 _SECTIONS = (
     ("conductor", "[conductor]", _CONDUCTOR_TYPES, ConductorSettings),
     ("workers", "[[workers]] (one table per worker)", _WORKER_TYPES, WorkerConfig),
     ("cache", "[cache]", _CACHE_TYPES, CacheSettings),
     ("server", "[server]", _SERVER_TYPES, ServerSettings),
+    (
+        "mcp_servers",
+        "[mcp_servers.NAME] (one table per MCP server)",
+        _MCP_SERVER_TYPES,
+        McpServerConfig,
+    ),
 )
 
 
@@ -83,6 +101,8 @@ def _default(cls: type, key: str) -> str:
         if f.name == key:
             if f.default is dataclasses.MISSING:
                 return "required"
+            if f.default == ():
+                return "none"
             return "unset" if f.default is None else f"`{f.default!r}`".replace("'", '"')
     return ""
 
@@ -101,7 +121,7 @@ def reference_markdown() -> str:
         for key, kind in types.items():
             lines.append(
                 f"| `{key}` | {_TYPE_WORDS[kind]} | {_default(cls, key)} "
-                f"| {KEY_HELP[f'{section}.{key}']} |"
+                f"| {(KEY_HELP | MCP_SERVER_HELP)[f'{section}.{key}']} |"
             )
     return "\n".join(lines) + "\n"
 

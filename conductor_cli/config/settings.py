@@ -106,6 +106,19 @@ class ServerSettings:
     idle_timeout_s: float = 600.0
 
 
+@dataclass(frozen=True)
+class McpServerConfig:
+    """An MCP server started over stdio for `mcp:SERVER/TOOL` workers: the fields Claude
+    Desktop and Claude Code use in `mcpServers`, so an entry copies over as it is. `${VAR}` and
+    `${VAR:-default}` in them are expanded from the environment when the server starts."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, in the file's order
+    type: str = "stdio"
+
+
 DEFAULT_WORKER = WorkerConfig(
     name="local",
     model=f"gguf:{DEFAULT_MODEL}",
@@ -119,12 +132,19 @@ class Config:
     workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
     cache: CacheSettings = field(default_factory=CacheSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    mcp_servers: tuple[McpServerConfig, ...] = ()
     source: Path | None = None  # the file it came from; None for the embedded default
 
     def worker(self, name: str) -> WorkerConfig:
         for w in self.workers:
             if w.name == name:
                 return w
+        raise KeyError(name)
+
+    def mcp_server(self, name: str) -> McpServerConfig:
+        for server in self.mcp_servers:
+            if server.name == name:
+                return server
         raise KeyError(name)
 
 
@@ -167,8 +187,16 @@ _SERVER_TYPES: dict[str, type] = {
     "auto": bool,
     "idle_timeout_s": float,
 }
-_SECTIONS = ("conductor", "workers", "cache", "server")
-_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+_MCP_SERVER_TYPES: dict[str, type] = {"command": str, "args": list, "env": dict, "type": str}
+_SECTIONS = ("conductor", "workers", "cache", "server", "mcp_servers")
+_TYPE_WORDS = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list of strings",
+    dict: "a table of strings",
+}
 _EXAMPLES = {
     "model": '"smollm2-135m-instruct"',
     "name": '"local"',
@@ -176,6 +204,9 @@ _EXAMPLES = {
     "api_base": '"http://127.0.0.1:8000/v1"',
     "api_key_env": '"OPENAI_API_KEY"',
     "enabled": "true",
+    "command": '"npx"',
+    "args": '["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]',
+    "env": '{ API_KEY = "${API_KEY}" }',
 }
 
 
@@ -290,7 +321,14 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
         f"{w.name!r} is reserved for the conductor itself; pick another name.",
     )
     _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
-    if w.spec.tool:
+    if w.spec.kind == "mcp":
+        _require(
+            bool(w.spec.mcp_server and w.spec.mcp_tool),
+            f"{where}.model",
+            f'{w.model!r}: an MCP tool is mcp:SERVER/TOOL, e.g. "mcp:files/read_file", with '
+            "SERVER a table [mcp_servers.SERVER].",
+        )
+    elif w.spec.tool:
         _require(
             w.spec.name in TOOLS,
             f"{where}.model",
@@ -310,6 +348,74 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
     for key in ("input_cost_per_mtok", "output_cost_per_mtok"):
         value = getattr(w, key)
         _require(value is None or value >= 0, f"{where}.{key}", "must not be negative.")
+
+
+def _mcp_servers(raw: Any) -> tuple[McpServerConfig, ...]:
+    _require(
+        isinstance(raw, dict),
+        "mcp_servers",
+        'expected tables like [mcp_servers.NAME] with command = "..." (and args, env).',
+    )
+    servers = []
+    for name, table in raw.items():
+        where = f"mcp_servers.{name}"
+        _require(
+            bool(NAME_RE.match(name)) and "/" not in name,
+            where,
+            f"{name!r} is not a valid server name: use letters, digits, '_', '-' or '.', "
+            "starting with a letter, at most 32 characters.",
+        )
+        fields_ = _section(table, _MCP_SERVER_TYPES, where)
+        _require(
+            isinstance(fields_.get("command"), str) and fields_["command"].strip() != "",
+            f"{where}.command",
+            'missing; an MCP server needs the program that starts it, e.g. command = "npx", '
+            'args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"].',
+        )
+        args = fields_.get("args", [])
+        _require(
+            all(isinstance(a, str) for a in args),
+            f"{where}.args",
+            f"expected a list of strings, got {args!r}.",
+        )
+        env = fields_.get("env", {})
+        for key, value in env.items():
+            _require(
+                isinstance(value, str),
+                f"{where}.env.{key}",
+                f'expected a string, got {value!r}; quote it, e.g. {key} = "{value}".',
+            )
+        kind = fields_.get("type", "stdio")
+        _require(
+            kind == "stdio",
+            f"{where}.type",
+            f'{kind!r}: only "stdio" servers (a command to start) are supported.',
+        )
+        servers.append(
+            McpServerConfig(name, fields_["command"], tuple(args), tuple(env.items()), kind)
+        )
+    return tuple(servers)
+
+
+def _check_mcp_workers(
+    workers: tuple[WorkerConfig, ...], servers: tuple[McpServerConfig, ...]
+) -> None:
+    names = [s.name for s in servers]
+    for i, w in enumerate(workers):
+        if w.spec.kind != "mcp" or w.spec.mcp_server in names:
+            continue
+        configured = (
+            f"the configured servers are {', '.join(names)}."
+            if names
+            else "no server is configured: add a [mcp_servers."
+            f'{w.spec.mcp_server}] table with command = "..." (and args, env).'
+        )
+        _require(
+            False,
+            f"workers[{i}].model",
+            f"{w.model!r}: no MCP server {w.spec.mcp_server!r} in [mcp_servers]; {configured}"
+            f"{_did_you_mean(w.spec.mcp_server, names) if names else ''}",
+        )
 
 
 def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
@@ -369,9 +475,18 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
                         f"{_did_you_mean(w.fallback, sorted(seen - {w.name}))}",
                     )
             workers = tuple(built)
+        mcp_servers = _mcp_servers(raw.get("mcp_servers", {}))
+        _check_mcp_workers(workers, mcp_servers)
     except ConfigError as e:
         raise ConfigError(f"{prefix}{e}") from None
-    return Config(conductor=conductor, workers=workers, cache=cache, server=server, source=source)
+    return Config(
+        conductor=conductor,
+        workers=workers,
+        cache=cache,
+        server=server,
+        mcp_servers=mcp_servers,
+        source=source,
+    )
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -408,12 +523,18 @@ def config_to_dict(config: Config) -> dict[str, Any]:
     def clean(d: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in d.items() if v is not None}
 
-    return {
+    out: dict[str, Any] = {
         "conductor": clean(asdict(config.conductor)),
         "workers": [clean(asdict(w)) for w in config.workers],
         "cache": clean(asdict(config.cache)),
         "server": clean(asdict(config.server)),
     }
+    if config.mcp_servers:  # left out when there are none, so older outputs stay the same
+        out["mcp_servers"] = {
+            s.name: {"command": s.command, "args": list(s.args), "env": dict(s.env)}
+            for s in config.mcp_servers
+        }
+    return out
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:

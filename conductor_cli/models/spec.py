@@ -2,7 +2,8 @@
 
 Config files spell a model as `gguf:NAME` (a catalog name or a .gguf path, run in-process by
 llama.cpp), `litellm:MODEL` (anything litellm reaches) or, for workers, `tool:NAME` (a built-in
-tool such as `tool:python`, conductor_cli/tools). Workers default to litellm (a bare
+tool such as `tool:python`, conductor_cli/tools) or `mcp:SERVER/TOOL` (a tool of an MCP server
+in the config's [mcp_servers], conductor_cli/tools/mcp_tool.py). Workers default to litellm (a bare
 `gpt-4o-mini`), the conductor to llama.cpp (a bare catalog name, path or trained conductor).
 Everything else reads the typed value instead of testing string prefixes.
 """
@@ -15,8 +16,9 @@ from typing import Literal
 GGUF_PREFIX = "gguf:"
 LITELLM_PREFIX = "litellm:"
 TOOL_PREFIX = "tool:"
+MCP_PREFIX = "mcp:"
 
-Kind = Literal["gguf", "litellm", "tool"]
+Kind = Literal["gguf", "litellm", "tool", "mcp"]
 # The built-in tools a worker can be (conductor_cli/tools).
 TOOLS = ("python",)
 
@@ -24,7 +26,8 @@ TOOLS = ("python",)
 @dataclass(frozen=True)
 class ModelSpec:
     kind: Kind
-    # gguf: catalog name, .gguf path or trained conductor; litellm: its model id; tool: its name
+    # gguf: catalog name, .gguf path or trained conductor; litellm: its model id; tool: its name;
+    # mcp: SERVER/TOOL
     name: str
 
     @property
@@ -33,7 +36,19 @@ class ModelSpec:
 
     @property
     def tool(self) -> bool:
-        return self.kind == "tool"
+        """A built-in or MCP tool: deterministic, no tokens, no cost."""
+        return self.kind in ("tool", "mcp")
+
+    @property
+    def mcp_server(self) -> str:
+        """An mcp: model's SERVER ("" when the model has no `/TOOL`)."""
+        server, slash, _ = self.name.partition("/")
+        return server if slash else ""
+
+    @property
+    def mcp_tool(self) -> str:
+        """An mcp: model's TOOL ("" when the model has no `/TOOL`)."""
+        return self.name.partition("/")[2]
 
     @property
     def remote(self) -> bool:
@@ -46,6 +61,8 @@ class ModelSpec:
             return cls("gguf", text.removeprefix(GGUF_PREFIX))
         if text.startswith(TOOL_PREFIX):
             return cls("tool", text.removeprefix(TOOL_PREFIX))
+        if text.startswith(MCP_PREFIX):
+            return cls("mcp", text.removeprefix(MCP_PREFIX))
         return cls("litellm", text.removeprefix(LITELLM_PREFIX))
 
     @classmethod
@@ -54,6 +71,8 @@ class ModelSpec:
             return cls("litellm", text.removeprefix(LITELLM_PREFIX))
         if text.startswith(TOOL_PREFIX):
             return cls("tool", text.removeprefix(TOOL_PREFIX))  # refused by the config
+        if text.startswith(MCP_PREFIX):
+            return cls("mcp", text.removeprefix(MCP_PREFIX))  # refused by the config
         return cls("gguf", text.removeprefix(GGUF_PREFIX))
 
     def __str__(self) -> str:

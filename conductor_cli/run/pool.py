@@ -14,7 +14,7 @@ from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
 from conductor_cli.tools import DESCRIPTIONS as TOOL_DESCRIPTIONS
-from conductor_cli.tools import tool_backend
+from conductor_cli.tools import mcp_backend, tool_backend
 
 # A remote model's context when the config does not say: today's API models read 128k or more.
 REMOTE_CONTEXT_TOKENS = 128_000
@@ -38,6 +38,8 @@ class Worker:
     @property
     def description(self) -> str:
         spec = self.config.spec
+        if not self.config.description and spec.kind == "mcp":
+            return f"the MCP tool {spec.mcp_tool} of {spec.mcp_server}"
         if not self.config.description and spec.tool:
             return TOOL_DESCRIPTIONS.get(spec.name, "")
         return self.config.description
@@ -103,6 +105,8 @@ def build_pool(
         if spec.local:
             resolved = resolve_gguf(spec.name, catalog, where)
             backend = LlamaCppBackend(models, resolved.path, resolved.sha256())
+        elif spec.kind == "mcp":
+            backend = mcp_backend(spec, config, where)
         elif spec.tool:
             backend = tool_backend(spec.name, where)
         else:

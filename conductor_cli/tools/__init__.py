@@ -1,16 +1,22 @@
 """Tools as workers: a worker whose model is `tool:NAME` runs a built-in tool instead of a model.
 
-Entry point: `tool_backend(name, where) -> Backend`. A tool answers a step like a model does
-(its output is the step's output, with no tokens and no cost), so the engine, cache, trace and
-view treat it as any other worker; it is deterministic, so the engine asks it with seed 0 and
-the cache keys it by its input alone.
+Entry points: `tool_backend(name, where) -> Backend` for built-in tools, `mcp_backend(spec,
+config, where)` for `mcp:SERVER/TOOL` (a tool of an MCP server, tools/mcp_tool.py). A tool
+answers a step like a model does (its output is the step's output, with no tokens and no
+cost), so the engine, cache, trace and view treat it as any other worker; it is deterministic,
+so the engine asks it with seed 0 and the cache keys it by its input alone.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from conductor_cli.backends.base import Backend
 from conductor_cli.errors import ConfigError
-from conductor_cli.models.spec import TOOLS
+from conductor_cli.models.spec import TOOLS, ModelSpec
+
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import Config
 
 # What the conductor reads about a tool worker when the config gives no description.
 DESCRIPTIONS = {
@@ -25,3 +31,17 @@ def tool_backend(name: str, where: str) -> Backend:
 
         return PythonTool()
     raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(TOOLS)}")
+
+
+def mcp_backend(spec: ModelSpec, config: Config, where: str) -> Backend:
+    """An `mcp:SERVER/TOOL` worker (the config already checked that SERVER is configured)."""
+    from conductor_cli.tools.mcp_tool import McpTool
+
+    try:
+        server = config.mcp_server(spec.mcp_server)
+    except KeyError:
+        known = ", ".join(s.name for s in config.mcp_servers) or "none"
+        raise ConfigError(
+            f"{where}: no MCP server {spec.mcp_server!r} in [mcp_servers]; configured: {known}."
+        ) from None
+    return McpTool(server, spec.mcp_tool)
