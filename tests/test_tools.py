@@ -197,3 +197,25 @@ def test_doctor_names_the_tool_worker_and_the_sandbox(tmp_path: Path) -> None:
     assert rows["worker python"][0] == "ok" and "tool:python" in rows["worker python"][1]
     assert "key" not in rows["worker python"][1]
     assert rows["sandbox"][0] in ("ok", "warn")
+
+
+def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
+    from conductor_cli.config.settings import WorkerConfig
+    from conductor_cli.run.messages import PROGRAM_REQUEST, feeds_python, step_messages
+    from conductor_cli.run.pool import Pool, Worker
+    from conductor_cli.run.workflow import parse_workflow
+
+    local = Worker(WorkerConfig("local", "gguf:smollm2-135m-instruct"), backend=None)  # type: ignore[arg-type]
+    python = Worker(WorkerConfig("python", "tool:python"), backend=None)  # type: ignore[arg-type]
+    pool = Pool((local, python))
+    steps = [
+        {"worker": "local", "task": "Compute the answer.", "sees": []},
+        {"worker": "python", "task": "Run the program.", "sees": [0]},
+        {"worker": "local", "task": "Check the result.", "sees": [0, 1]},
+    ]
+    workflow = parse_workflow(json.dumps({"steps": steps}), pool.names, 3)
+    assert [feeds_python(workflow, i, pool) for i in range(3)] == [True, False, False]
+    asked = step_messages("What is 6 * 7?", (), workflow, 0, {}, local, for_python=True)
+    assert asked[-1]["content"].endswith(PROGRAM_REQUEST)
+    plain = step_messages("What is 6 * 7?", (), workflow, 0, {}, local)
+    assert PROGRAM_REQUEST not in plain[-1]["content"]

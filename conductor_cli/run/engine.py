@@ -31,7 +31,7 @@ from conductor_cli.run.events import (
     Subscriber,
 )
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.messages import step_messages
+from conductor_cli.run.messages import feeds_python, step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 
@@ -212,7 +212,10 @@ class Engine:
         outputs = {j: results[j].output for j in step.sees}
         worker = self.pool.get(step.worker)
         with limits[worker.name]:
-            messages = step_messages(question, attachments, workflow, i, outputs, worker)
+            python = feeds_python(workflow, i, self.pool)
+            messages = step_messages(
+                question, attachments, workflow, i, outputs, worker, for_python=python
+            )
             emit(StepStarted(i, worker.name, step.task, messages))
             start = time.monotonic()
             try:
@@ -224,7 +227,9 @@ class Engine:
                     raise
                 emit(StepRetry(i, fallback, 1, str(e), 0.0, fallback=True))
                 worker = self.pool.get(fallback)
-                messages = step_messages(question, attachments, workflow, i, outputs, worker)
+                messages = step_messages(
+                    question, attachments, workflow, i, outputs, worker, for_python=python
+                )
                 try:
                     done = self._call(i, worker, messages, emit)
                 except ConductorError as e2:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
-from conductor_cli.run.pool import Worker
+from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 
 # Words that carry no content of their own in a task: asking for the answer in some form.
@@ -57,6 +57,12 @@ def restates(task: str, question: str) -> bool:
     return all(_stem(w) in asked for w in _words(task) if w not in _FILLER)
 
 
+# What a model step whose output a python tool runs is asked for (see step_messages).
+PROGRAM_REQUEST = (
+    "Reply with a Python program in one ```python block that computes this and prints the result."
+)
+
+
 def step_messages(
     question: str,
     attachments: Sequence[Attachment],
@@ -64,11 +70,17 @@ def step_messages(
     index: int,
     outputs: Mapping[int, str],
     worker: Worker,
+    *,
+    for_python: bool = False,
 ) -> tuple[dict[str, str], ...]:
     """The step as a conversation (the paper's layout): each step it sees comes first as an
     earlier exchange (that step's task, then its output as the assistant's reply), then one
     user message with the question, the attachments (cut to the worker's context) and the
-    task, which is left out when it only restates the question and the step sees nothing."""
+    task, which is left out when it only restates the question and the step sees nothing.
+
+    `for_python`: a later `tool:python` step sees this one, so the model is asked for the
+    program that tool runs (program-aided answering): the workflow's shape says "compute
+    this with code", whatever words the conductor chose for the task."""
     step = workflow.steps[index]
     history: list[dict[str, str]] = []
     for j in step.sees:
@@ -76,8 +88,18 @@ def step_messages(
         history.append({"role": "user", "content": f"Step {j} ({earlier.worker}): {earlier.task}"})
         history.append({"role": "assistant", "content": outputs[j].strip()})
     task = [] if restates(step.task, question) and not step.sees else [step.task]
+    if for_python and not worker.tool:
+        task.append(PROGRAM_REQUEST)
     other = len(question) + sum(len(m["content"]) for m in history) + sum(map(len, task))
     budget = attachment_budget(worker.context_tokens, worker.config.max_tokens, other)
     fitted, _ = fit_attachments(tuple(attachments), budget)
     attached = [f"Attached {a.name}:\n```\n{a.text.rstrip()}\n```" for a in fitted]
     return (*history, {"role": "user", "content": "\n\n".join([question, *attached, *task])})
+
+
+def feeds_python(workflow: Workflow, index: int, pool: Pool) -> bool:
+    """Whether a later step of `workflow` that sees step `index` runs `tool:python`."""
+    return any(
+        index in later.sees and pool.get(later.worker).config.model == "tool:python"
+        for later in workflow.steps[index + 1 :]
+    )
