@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from conductor_cli import __version__
 from conductor_cli.errors import ConductorError
 from conductor_cli.storage import paths
+
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import Config
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -162,6 +166,9 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
                 Check(what, "ok", f"{w.model}: built-in, runs programs in the sandbox (below)")
             )
             continue
+        if w.spec.kind == "mcp":
+            rows.append(_mcp_worker(what, w.spec.name, config))
+            continue
         if w.api_key_env and not os.environ.get(w.api_key_env):
             rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
             continue
@@ -210,6 +217,17 @@ def _gguf_worker(what: str, name: str) -> Check:
     except ConductorError as e:
         return Check(what, "warn", str(e))
     return Check(what, "ok", f"local GGUF {resolved.path}")
+
+
+def _mcp_worker(what: str, name: str, config: Config) -> Check:
+    """Found, not started: starting a server runs its code (`workers test` does that)."""
+    server = config.mcp_server(name.split("/", 1)[0])  # the config checked it exists
+    found = shutil.which(server.command) or Path(server.command).is_file()
+    if not found:
+        return Check(
+            what, "fail", f"mcp server {server.name}: command {server.command!r} not found"
+        )
+    return Check(what, "ok", f"mcp:{name} (`conductor workers test {what.split()[-1]}` starts it)")
 
 
 def _sandbox() -> Check:

@@ -219,3 +219,19 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     assert asked[-1]["content"].endswith(PROGRAM_REQUEST)
     plain = step_messages("What is 6 * 7?", (), workflow, 0, {}, local)
     assert PROGRAM_REQUEST not in plain[-1]["content"]
+
+
+def test_doctor_finds_an_mcp_workers_server_command_without_starting_it(tmp_path: Path) -> None:
+    from .test_mcp_tool import CONFIG as MCP_CONFIG
+
+    def rows(text: str) -> dict[str, list[str]]:
+        config = tmp_path / "c.toml"
+        config.write_text(text, encoding="utf-8")
+        done = run_cli("--config", str(config), "doctor")
+        return {line.split("\t")[0]: line.split("\t")[1:] for line in done.stdout.splitlines()}
+
+    found = rows(MCP_CONFIG)
+    assert found["worker shout"][0] == "ok" and "mcp:demo/shout" in found["worker shout"][1]
+    missing = rows(MCP_CONFIG.replace(json.dumps(sys.executable), '"no-such-mcp-program"', 1))
+    assert missing["worker shout"][0] == "fail"
+    assert "no-such-mcp-program" in missing["worker shout"][1]
