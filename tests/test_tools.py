@@ -235,3 +235,14 @@ def test_doctor_finds_an_mcp_workers_server_command_without_starting_it(tmp_path
     missing = rows(MCP_CONFIG.replace(json.dumps(sys.executable), '"no-such-mcp-program"', 1))
     assert missing["worker shout"][0] == "fail"
     assert "no-such-mcp-program" in missing["worker shout"][1]
+
+
+def test_training_describes_an_undescribed_tool_as_planning_does(tmp_path: Path) -> None:
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.planner import worker_infos
+
+    config_file = tmp_path / "c.toml"
+    config_file.write_text(TOOL_CONFIG.format(seed=""), encoding="utf-8")
+    infos = {i.name: i for i in worker_infos(load_config(config_file).workers)}
+    assert "Python interpreter" in infos["python"].description and infos["python"].tool
+    assert infos["local"].description == "" and not infos["local"].tool

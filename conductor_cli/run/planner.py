@@ -15,6 +15,7 @@ from typing import Protocol
 
 from conductor_cli.backends.base import Backend, Completion, Request
 from conductor_cli.errors import WorkflowError
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import (
     TASK_VERBS,
@@ -25,6 +26,7 @@ from conductor_cli.run.workflow import (
     max_plan_tokens,
     parse_workflow,
 )
+from conductor_cli.tools import default_description
 
 FREE_PLAN_MAX_TOKENS = 1024
 _PREVIEW_CHARS = 200
@@ -387,6 +389,8 @@ class _Described(Protocol):
     def description(self) -> str: ...
     @property
     def tool(self) -> bool: ...
+    @property
+    def spec(self) -> ModelSpec: ...
 
 
 def task_verbs(pool: Sequence[WorkerInfo]) -> tuple[str, ...]:
@@ -397,4 +401,7 @@ def task_verbs(pool: Sequence[WorkerInfo]) -> tuple[str, ...]:
 
 def worker_infos(workers: Sequence[_Described]) -> list[WorkerInfo]:
     """The pool as the conductor's planning prompt lists it (training uses the same)."""
-    return [WorkerInfo(w.name, w.description, w.tool) for w in workers]
+    # Training passes config entries (WorkerConfig), whose description is the file's own.
+    return [
+        WorkerInfo(w.name, w.description or default_description(w.spec), w.tool) for w in workers
+    ]

@@ -13,8 +13,7 @@ from conductor_cli.errors import ModelError
 from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
-from conductor_cli.tools import DESCRIPTIONS as TOOL_DESCRIPTIONS
-from conductor_cli.tools import mcp_backend, tool_backend
+from conductor_cli.tools import default_description, mcp_backend, tool_backend
 
 # A remote model's context when the config does not say: today's API models read 128k or more.
 REMOTE_CONTEXT_TOKENS = 128_000
@@ -32,17 +31,16 @@ class Worker:
         return self.config.name
 
     @property
+    def spec(self) -> ModelSpec:
+        return self.config.spec
+
+    @property
     def tool(self) -> bool:
         return self.config.spec.tool
 
     @property
     def description(self) -> str:
-        spec = self.config.spec
-        if not self.config.description and spec.kind == "mcp":
-            return f"the MCP tool {spec.mcp_tool} of {spec.mcp_server}"
-        if not self.config.description and spec.tool:
-            return TOOL_DESCRIPTIONS.get(spec.name, "")
-        return self.config.description
+        return self.config.description or default_description(self.config.spec)
 
 
 @dataclass(frozen=True)

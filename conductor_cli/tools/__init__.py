@@ -25,6 +25,14 @@ DESCRIPTIONS = {
 }
 
 
+def default_description(spec: ModelSpec) -> str:
+    """What the conductor reads about a tool worker whose config gives no description (models
+    without one stay undescribed)."""
+    if spec.kind == "mcp":
+        return f"the MCP tool {spec.mcp_tool} of {spec.mcp_server}"
+    return DESCRIPTIONS.get(spec.name, "") if spec.tool else ""
+
+
 def tool_backend(name: str, where: str) -> Backend:
     if name == "python":
         from conductor_cli.tools.python_tool import PythonTool
