@@ -75,23 +75,29 @@ def test_a_memory_hog_fails_without_harming_this_process(sandbox: Sandbox) -> No
     assert len(bytearray(300 * 2**20)) == 300 * 2**20
 
 
-def test_a_program_cannot_reach_the_network(sandbox: Sandbox) -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.5)
-    port = listener.getsockname()[1]
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A listening TCP socket on loopback that nothing should ever reach (accept times out)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
     try:
-        outcome = sandbox.run(
-            "import socket, urllib.request\n"
-            f"socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')\n"
-        )
-        assert not outcome.passed
-        assert "network" in outcome.output or "unreachable" in outcome.output.lower()
-        with pytest.raises(TimeoutError):
-            listener.accept()  # nothing ever connected
+        yield server
     finally:
-        listener.close()
+        server.close()
+
+
+def test_a_program_cannot_reach_the_network(sandbox: Sandbox, listener: socket.socket) -> None:
+    port = listener.getsockname()[1]
+    outcome = sandbox.run(
+        "import socket, urllib.request\n"
+        f"socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'leak')\n"
+    )
+    assert not outcome.passed
+    assert "network" in outcome.output or "unreachable" in outcome.output.lower()
+    with pytest.raises(TimeoutError):
+        listener.accept()  # nothing ever connected
 
 
 def test_a_big_file_is_refused(sandbox: Sandbox) -> None:
@@ -278,29 +284,22 @@ print(open({str(readable)!r}).read())
     assert readable.read_text().strip() in outcome.output
 
 
-def test_tcp_is_blocked_below_python(sandbox: Sandbox) -> None:
+def test_tcp_is_blocked_below_python(sandbox: Sandbox, listener: socket.socket) -> None:
     # The type under the Python-level block is still reachable, so this tests the kernel's
     # block: the network namespace or Landlock.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(0.5)
     port = listener.getsockname()[1]
-    try:
-        outcome = sandbox.run(
-            "import _socket\n"
-            "real = _socket.socket.__mro__[1]\n"
-            "s = real(_socket.AF_INET, _socket.SOCK_STREAM)\n"
-            "s.settimeout(2)\n"
-            f"s.connect(('127.0.0.1', {port}))\n"
-            "s.sendall(b'leak')\n"
-        )
-        assert not outcome.passed
-        assert "Error" in outcome.output, outcome.output
-        with pytest.raises(TimeoutError):
-            listener.accept()
-    finally:
-        listener.close()
+    outcome = sandbox.run(
+        "import _socket\n"
+        "real = _socket.socket.__mro__[1]\n"
+        "s = real(_socket.AF_INET, _socket.SOCK_STREAM)\n"
+        "s.settimeout(2)\n"
+        f"s.connect(('127.0.0.1', {port}))\n"
+        "s.sendall(b'leak')\n"
+    )
+    assert not outcome.passed
+    assert "Error" in outcome.output, outcome.output
+    with pytest.raises(TimeoutError):
+        listener.accept()
 
 
 def test_no_secret_from_the_environment(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
