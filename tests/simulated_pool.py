@@ -17,6 +17,13 @@ round K") sees the helper ROUND_ANSWER, so `helped[w]["cue"] = (ROUND_ANSWER, p)
 checker that is right with probability p in a corrective round; which round's answer it reads
 is part of its draw, so a later round's check is a new draw. Every other kind's replies and
 draws are as they were.
+
+The kind "calc" (opt-in too) is for tool workers (issue 33): "What is N * 7919 + 13?", whose
+answer is the number. `programs[w]["calc"] = p` makes w a worker that cannot compute but, asked
+for a program (its message ends with run/messages.py's PROGRAM_REQUEST, as when a later
+`tool:python` step sees it), writes one that computes the answer with probability p (else one
+that computes something else); the real python tool runs it. Asked for a program, a worker
+with no such skill writes none.
 """
 
 from __future__ import annotations
@@ -58,7 +65,13 @@ KIND_TEXT = {
     "logic": "If all blips are blops and item {n} is a blip, what is item {n}?",
     "chain": "Draft an attempt, then refine it: puzzle {n} about hidden symbols.",
     "cue": "Recall the code word that opens locker number {n}.",
+    "calc": "What is {n} * 7919 + 13?",
 }
+PROGRAM_REQUEST_END = "prints the result."  # run/messages.py's PROGRAM_REQUEST ends so
+
+
+def calc_expression(number: int, right: bool) -> str:
+    return f"{number} * 7919 + 13" if right else f"{number} * 7919 - 13"
 
 
 # Two kinds of question, each with one specialist: the training tests' testbed.
@@ -73,6 +86,7 @@ class SimulatedPool:
     questions: Mapping[int, SimulatedQuestion]
     skills: Mapping[str, Mapping[str, float]]
     helped: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
+    programs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     calls: int = 0
     port: int = 0  # 0: any free one; a bench that resumes an eval binds the same one again
 
@@ -142,6 +156,13 @@ class SimulatedPool:
         if rounds:  # each round's check is a draw of its own
             key += f"|rounds {rounds}"
         draw = random.Random(hashlib.sha256(key.encode()).digest()).random()
+        last = str(body.get("messages", [{}])[-1].get("content", ""))
+        if last.rstrip().endswith(PROGRAM_REQUEST_END):
+            skill = self.programs.get(worker, {}).get(q.kind)
+            if skill is None or q.kind != "calc":
+                return "I cannot write a program for that."
+            code = calc_expression(q.number, draw < skill)
+            return f"Here is the program:\n```python\nprint({code})\n```"
         right = draw < self.probability(worker, q.kind, seen)
         if q.kind == "cue":
             return f"Answer: {q.answer}" if right else f"Answer: {cue_wrong(q, draw)} (unsure)"
@@ -183,7 +204,9 @@ def make_questions(kinds: list[str], per_kind: int, seed: int = 0) -> dict[int, 
     number = 1
     for _ in range(per_kind):
         for kind in kinds:
-            questions[number] = SimulatedQuestion(number, kind, f"a{rng.randrange(10**6)}")
+            code = f"a{rng.randrange(10**6)}"
+            answer = str(number * 7919 + 13) if kind == "calc" else code
+            questions[number] = SimulatedQuestion(number, kind, answer)
             number += 1
     return questions
 

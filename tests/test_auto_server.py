@@ -201,7 +201,7 @@ def test_the_environment_hash_follows_credentials_endpoints_and_the_configs_key_
         "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "DB_PASSWORD", "MY_SECRET",
         "AZURE_API_BASE", "CUSTOM_BASE_URL", "AWS_REGION_NAME", "GOOGLE_APPLICATION_CREDENTIALS",
         "VERTEXAI_PROJECT", "HF_HOME", "OLLAMA_HOST", "LITELLM_LOG", "OPENROUTER_REFERRER",
-        "https_proxy", "NO_PROXY", "MY_CREDS",
+        "https_proxy", "NO_PROXY", "MY_CREDS", "CONDUCTOR_SANDBOX",
     ):  # fmt: skip
         changed = local.environment_id(config, {**base, name: "v"})
         assert changed != same, name
@@ -209,6 +209,15 @@ def test_the_environment_hash_follows_credentials_endpoints_and_the_configs_key_
     # A name the config gives counts set or not: set to "" is not unset.
     assert local.environment_id(config, {**base, "MY_CREDS": ""}) != same
     assert len(same) == 8
+    # An MCP server's ${VAR}s are read when the (background) server starts it: they count too.
+    config.write_text(
+        config.read_text() + '[mcp_servers.fs]\ncommand = "${FS_BIN:-npx}"\nargs = ["${FS_ROOT}"]\n'
+        '[mcp_servers.fs.env]\nMODE = "${FS_MODE}"\n'
+    )
+    with_servers = local.environment_id(config, base)
+    for name in ("FS_BIN", "FS_ROOT", "FS_MODE"):
+        assert local.environment_id(config, {**base, name: "v"}) != with_servers, name
+    assert local.environment_id(config, {**base, "FS_OTHER": "v"}) == with_servers
     # Broken or missing config: the pattern rule alone, no error.
     config.write_text("[[workers]\n")
     assert local.environment_id(config, base) == local.environment_id(tmp_path / "none", base)

@@ -91,6 +91,46 @@ def test_a_bad_set_names_the_key_and_leaves_the_file_alone(
     assert cfg.read_bytes() == before
 
 
+def test_mcp_servers_are_set_like_any_key_and_an_mcp_worker_can_use_them(cfg: Path) -> None:
+    # A new server starts with its command; args read as shell words (or a JSON list), even
+    # when they start with '-'; env values stay as written (${VAR} is expanded at start).
+    no_command = run_cli("config", "set", "mcp_servers.fs.args", "-y pkg")
+    assert_one_line_error(no_command, 2, "mcp_servers.fs.command", "missing")
+    for key, value in [
+        ("mcp_servers.fs.command", "npx"),
+        ("mcp_servers.fs.args", "-y @modelcontextprotocol/server-filesystem '/tmp/my dir'"),
+        ("mcp_servers.fs.env.TOKEN", "${TOKEN}"),
+        ("workers.helper.model", "mcp:fs/read_file"),
+    ]:
+        proc = run_cli("config", "set", key, value)
+        assert proc.returncode == 0, proc.stderr
+    raw = tomllib.loads(cfg.read_text())
+    assert raw["mcp_servers"]["fs"] == {
+        "command": "npx",
+        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp/my dir"],
+        "env": {"TOKEN": "${TOKEN}"},
+    }
+    assert raw["conductor"]["seed"] == 7 and raw["cache"]["size_limit_mb"] == 512
+    got = run_cli("config", "get", "mcp_servers.fs.args").stdout.strip()
+    assert got == "-y @modelcontextprotocol/server-filesystem '/tmp/my dir'"
+    assert run_cli("config", "get", "mcp_servers.fs.env.TOKEN").stdout.strip() == "${TOKEN}"
+    as_json = run_cli("config", "set", "mcp_servers.fs.args", '["--root", "/srv"]')
+    assert as_json.returncode == 0, as_json.stderr
+    assert tomllib.loads(cfg.read_text())["mcp_servers"]["fs"]["args"] == ["--root", "/srv"]
+    before = cfg.read_bytes()
+    for key, value, needles in [
+        ("mcp_servers.fs.bogus", "1", ["mcp_servers.fs.bogus", "mcp_servers.NAME.KEY"]),
+        ("mcp_servers.fs.args", '["-y", 3]', ["mcp_servers.fs.args", "list of strings"]),
+        ("mcp_servers.fs.args", '-y "open', ["mcp_servers.fs.args", "quote"]),
+        ("mcp_servers.fs.env", "x", ["mcp_servers.NAME.env.VAR"]),
+        ("mcp_servers.bad/name.command", "x", ["not a valid server name"]),
+        ("workers.remote.model", "mcp:nope/tool", ["no MCP server 'nope'", "fs"]),
+    ]:
+        assert_one_line_error(run_cli("config", "set", key, value), 2, *needles)
+    assert cfg.read_bytes() == before
+    assert_one_line_error(run_cli("config", "get", "mcp_servers.gh"), 2, "no MCP server", "fs")
+
+
 def _editor(tmp_path: Path, body: str, exit_code: int = 0) -> str:
     """A scripted editor: a Python program that rewrites the file it is given."""
     script = tmp_path / "editor.py"

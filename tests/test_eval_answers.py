@@ -131,10 +131,34 @@ def test_extract_number(reply: str, expected: float | None) -> None:
         ("It was written in 1984.", "4", "contains", (False, "It was written in 1984.")),
         ("The cat sat. Answer: Cat", "cat", "contains", (True, "Cat")),
         ("A category error.", "cat", "contains", (False, "A category error.")),
+        # An open request: any answer counts; a tool's report that it had nothing does not.
+        ("Light scatters off the air.", "", "answered", (True, "Light scatters off the air.")),
+        ("   ", "", "answered", (False, "")),
+        (
+            "The program ran and printed nothing.",
+            "",
+            "answered",
+            (False, "The program ran and printed nothing."),
+        ),
     ],
 )
 def test_score_qa(reply: str, reference: str, scorer: str, expected: tuple[bool, str]) -> None:
     assert score_qa(reply, reference, scorer) == expected
+
+
+def test_the_answered_scorer_knows_every_failure_report_of_the_python_tool() -> None:
+    from conductor_cli.sandbox import Outcome
+    from conductor_cli.tools.python_tool import LIMITS, NO_CODE, describe
+
+    def outcome(status: str, output: str) -> Outcome:
+        return Outcome(status == "passed", status, 0, output, 0.1, "test")
+
+    assert not score_qa(NO_CODE, "", "answered")[0]
+    for status, output in [("failed", "Traceback"), ("timeout", ""), ("memory", ""),
+                           ("file_size", "x"), ("error", ""), ("passed", "")]:  # fmt: skip
+        report = describe(outcome(status, output), LIMITS)
+        assert not score_qa(report, "", "answered")[0], report
+    assert score_qa(describe(outcome("passed", "42\n"), LIMITS), "", "answered")[0]
 
 
 def test_score_qa_rejects_unknown_scorer() -> None:

@@ -154,6 +154,8 @@ def test_mixed_file_holds_each_kind_with_its_own_scorer(tmp_path: Path) -> None:
         {"dataset": "mcq", **mcq, "id": "france"},
         {"dataset": "qa", "question": "6 * 7?", "answer": 42, "scorer": "numeric"},
         {"dataset": "qa", "question": "Capital of Peru?", "answer": "Lima"},
+        {"dataset": "qa", "question": "Write a haiku.", "answer": "", "scorer": "answered"},
+        {"dataset": "qa", "question": "What is 2 + 3?", "answer": 5, "instruction": False},
     ]
     path = tmp_path / "mix.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
@@ -163,7 +165,13 @@ def test_mixed_file_holds_each_kind_with_its_own_scorer(tmp_path: Path) -> None:
         ("france", "mcq", "choice"),
         ("mix:3", "qa", "numeric"),
         ("mix:4", "qa", "contains"),  # no scorer of its own: the command's
+        ("mix:5", "qa", "answered"),
+        ("mix:6", "qa", "contains"),
     ]
+    # An open request has no reference and is asked as written (no "Answer:" line asked for).
+    assert problems[4].question == "Write a haiku." and problems[4].answer == ""
+    assert problems[3].question.startswith("Capital of Peru?\n\n")
+    assert problems[5].question == "What is 2 + 3?"  # "instruction": false: as a user types it
     # Each line is read exactly as the single-kind loaders read it.
     assert problems[0] == load_humaneval(HUMANEVAL5)[0]
     assert replace(problems[1], id="x") == replace(load_mcq(MCQ10)[0], id="x")
@@ -177,6 +185,9 @@ def test_mixed_file_holds_each_kind_with_its_own_scorer(tmp_path: Path) -> None:
         ({"dataset": "qa", "question": "Q", "answer": "A", "scorer": "fuzzy"},
          "mix.jsonl:1: 'scorer': unknown QA scorer 'fuzzy'"),
         ({"dataset": "mcq", "question": "Q", "answer": "A"}, "mix.jsonl:1: no 'choices'"),
+        ({"dataset": "qa", "question": "Q", "answer": " "}, "mix.jsonl:1: 'answer' is empty"),
+        ({"dataset": "qa", "question": "Q", "answer": "A", "instruction": "no"},
+         "mix.jsonl:1: 'instruction' must be true or false"),
     ],
 )  # fmt: skip
 def test_mixed_bad_lines_name_file_and_line(tmp_path: Path, row: dict, says: str) -> None:

@@ -18,7 +18,7 @@ from conductor_cli.run.planner import (
     ShapeChooser,
     WorkerInfo,
 )
-from conductor_cli.run.workflow import Step, gbnf_grammar, max_plan_tokens
+from conductor_cli.run.workflow import Step, gbnf_grammar, max_plan_tokens, parse_workflow
 
 from .fake_backend import FakeBackend, user_text
 
@@ -96,14 +96,30 @@ def test_a_shape_chooser_writes_the_grammar_instead_of_the_pool() -> None:
             self.seen.append(messages)
             return 'root ::= "chosen"'
 
+        def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+            return self.fixed
+
         def close(self) -> None:
             pass
+
+        fixed: str | None = None
 
     chooser = Chooser()
     fake = FakeBackend(reply=GOOD, grammar=True)
     plan = conductor(fake, chooser=chooser).plan(QUESTION, POOL, (), 3)
     assert fake.requests[0].grammar == 'root ::= "chosen"'
     assert chooser.seen == [plan.messages]
+    # A head that fixes the tasks too (`--tasks fixed`) leaves the conductor nothing to write:
+    # its workflow is the plan, and no model call is made.
+    chooser.fixed = GOOD
+    fixed = conductor(fake, chooser=chooser).plan(QUESTION, POOL, (), 3)
+    assert len(fake.requests) == 1 and fixed.reply == GOOD and fixed.tokens_out == 0
+    assert fixed.workflow == parse_workflow(GOOD, [w.name for w in POOL], 3)
+    # Under a --max-steps its shape does not fit, the conductor plans alone (the pool's grammar).
+    one = workflow_json(("scholar", "Count the bones.", []))
+    small = FakeBackend(reply=one, grammar=True)
+    alone = conductor(small, chooser=chooser).plan(QUESTION, POOL, (), 1)
+    assert small.requests[0].grammar != 'root ::= "chosen"' and alone.reply == one
 
 
 def test_without_grammar_support_no_grammar_is_sent() -> None:

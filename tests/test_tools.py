@@ -57,6 +57,11 @@ def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
     # English that happens to parse as Python is not a program.
     assert find_program(_messages(last="What is 6 * 7?\n\nCompute")) is None
     assert find_program(_messages(last="What is 6 * 7?\n\nRun the program.")) is None
+    # The same reading of fences as eval's code scorer: a block cut off at max_tokens still
+    # holds the program; an empty one (a reply that ends on its opening fence) holds none.
+    assert find_program(_messages("```python\nprint(4)\nprint(5")) == "print(4)\nprint(5"
+    assert find_program(_messages(first, "The answer is 4.\n```python")) == "print(1)\n"
+    assert find_program(_messages("```python\n\n```")) is None
 
 
 def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:

@@ -48,7 +48,9 @@ DatasetFileArg = Annotated[
 ScorerOption = Annotated[
     str,
     typer.Option(
-        "--scorer", help="qa (and mixed qa lines without their own): exact, numeric or contains."
+        "--scorer",
+        help="qa (and mixed qa lines without their own): exact, numeric, contains or answered "
+        "(an open request: any answer that is not a tool's failure report).",
     ),
 ]
 

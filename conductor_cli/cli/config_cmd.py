@@ -10,7 +10,12 @@ from conductor_cli.cli.common import ConfigOption, config_path, config_target, h
 
 app = typer.Typer(no_args_is_help=True)
 
-KeyArg = Annotated[str, typer.Argument(help="Dotted key: conductor.max_steps, workers.NAME.model")]
+KeyArg = Annotated[
+    str,
+    typer.Argument(
+        help="Dotted key: conductor.max_steps, workers.NAME.model, mcp_servers.NAME.command"
+    ),
+]
 
 
 @app.command("path")
@@ -77,7 +82,8 @@ def get(
         typer.echo(str(value))
 
 
-@app.command("set")
+# A value may start with '-' (a server's args "-y pkg", a negative number): not an option.
+@app.command("set", context_settings={"ignore_unknown_options": True})
 @handle_errors
 def set_(
     ctx: typer.Context,

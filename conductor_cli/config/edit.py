@@ -1,5 +1,6 @@
 """Reading and changing single settings by dotted key: `conductor.max_steps`,
-`cache.size_limit_mb`, `workers.NAME.description`.
+`cache.size_limit_mb`, `workers.NAME.description`, `mcp_servers.NAME.command` (and `.args`,
+`.env.VAR`: setting a server's key adds the server).
 
 Edits work on the file as written (not on the defaults-filled Config), so everything else in
 it stays; the result is validated as a whole before it is written.
@@ -8,12 +9,15 @@ it stays; the result is validated as a whole before it is written.
 from __future__ import annotations
 
 import copy
+import json
+import shlex
 from pathlib import Path
 from typing import Any
 
 from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
+    _MCP_SERVER_TYPES,
     _SERVER_TYPES,
     _WORKER_TYPES,
     NESTED_RETIRED,
@@ -31,6 +35,46 @@ _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 
 
+MCP = "mcp_servers"
+_MCP_KEYS = ("command", "args", "env")
+_MCP_EXAMPLE = (
+    "e.g. mcp_servers.fs.command npx, mcp_servers.fs.args '-y @modelcontextprotocol/"
+    "server-filesystem /tmp', mcp_servers.fs.env.TOKEN '${TOKEN}'"
+)
+
+
+def _split_mcp(key: str) -> tuple[str, str, str]:
+    """(server, field, env variable or '') for an mcp_servers.NAME.FIELD[.VAR] key."""
+    parts = key.split(".")
+    if len(parts) < 3 or not parts[1] or parts[2] not in _MCP_KEYS:
+        raise ConfigError(f"{key}: an MCP server setting is mcp_servers.NAME.KEY, {_MCP_EXAMPLE}.")
+    if parts[2] == "env":
+        if len(parts) != 4 or not parts[3]:
+            raise ConfigError(f"{key}: a server's variable is mcp_servers.NAME.env.VAR.")
+        return parts[1], "env", parts[3]
+    if len(parts) != 3:
+        raise ConfigError(f"{key}: expected mcp_servers.NAME.{parts[2]}.")
+    return parts[1], parts[2], ""
+
+
+def _mcp_value(key: str, field: str, text: str) -> Any:
+    """args as shell words or a JSON list of strings; everything else as written."""
+    if field != "args":
+        return text
+    if text.lstrip().startswith("["):
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+            raise ConfigError(f'{key}: expected a JSON list of strings, e.g. ["-y", "pkg"].')
+        return value
+    try:
+        return shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"{key}: {exc}; quote the arguments as a shell would.") from None
+
+
 def _split(key: str) -> tuple[str, str | None, str]:
     """(section, worker name or None, field) for a dotted key; errors say what keys exist."""
     parts = key.split(".")
@@ -45,7 +89,8 @@ def _split(key: str) -> tuple[str, str | None, str]:
             )
         return "workers", parts[1], parts[2]
     if parts[0] not in _TYPES:
-        raise ConfigError(f"{key}: unknown section.{_did_you_mean(parts[0], [*_TYPES, 'workers'])}")
+        known = [*_TYPES, "workers", MCP]
+        raise ConfigError(f"{key}: unknown section.{_did_you_mean(parts[0], known)}")
     if len(parts) != 2:
         raise ConfigError(f"{key}: expected SECTION.KEY, e.g. conductor.max_steps.")
     if key == "conductor.max_depth":
@@ -80,6 +125,8 @@ def get_value(config: Config, key: str) -> Any:
     """The value in force for `key` (defaults included); a section or worker gives a table."""
     data = config_to_dict(config)
     parts = key.split(".")
+    if parts[0] == MCP:
+        return _get_mcp(data.get(MCP, {}), key)
     if len(parts) == 1 and parts[0] in _TYPES:
         return data.get(parts[0], {})
     if parts[0] == "workers" and len(parts) == 2:
@@ -87,6 +134,36 @@ def get_value(config: Config, key: str) -> Any:
     section, name, field = _split(key)
     table = _worker(data["workers"], name, key) if name is not None else data[section]
     return table.get(field)
+
+
+def _get_mcp(servers: dict[str, Any], key: str) -> Any:
+    parts = key.split(".")
+    if len(parts) == 1:
+        return servers
+    if parts[1] not in servers:
+        names = list(servers)
+        known = f" The configured servers: {', '.join(names)}." if names else " None is configured."
+        raise ConfigError(f"{key}: no MCP server named {parts[1]!r}.{known}")
+    if len(parts) == 2:
+        return servers[parts[1]]
+    name, field, var = _split_mcp(key)
+    value = servers[name].get(field)
+    if field == "env":
+        return (value or {}).get(var)
+    return shlex.join(value) if field == "args" else value
+
+
+def _set_mcp(raw: dict[str, Any], key: str, text: str) -> dict[str, Any]:
+    name, field, var = _split_mcp(key)
+    assert set(_MCP_KEYS) <= set(_MCP_SERVER_TYPES)
+    new = copy.deepcopy(raw)
+    table = new.setdefault(MCP, {}).setdefault(name, {})
+    if field == "env":
+        table.setdefault("env", {})[var] = text
+    else:
+        table[field] = _mcp_value(key, field, text)
+    config_from_dict(new)  # a new server without a command yet: the line says to set one
+    return new
 
 
 def _worker(workers: list[dict[str, Any]], name: str, key: str) -> dict[str, Any]:
@@ -99,6 +176,8 @@ def _worker(workers: list[dict[str, Any]], name: str, key: str) -> dict[str, Any
 
 def set_value(raw: dict[str, Any], key: str, text: str) -> dict[str, Any]:
     """A copy of the file's contents with `key` set to `text` (typed), validated as a whole."""
+    if key.split(".")[0] == MCP:
+        return _set_mcp(raw, key, text)
     section, name, field = _split(key)
     value = coerce(key, text, _type_of(section, field))
     new = copy.deepcopy(raw)

@@ -12,9 +12,10 @@ import unicodedata
 from collections.abc import Sequence
 
 from conductor_cli.evals.records import Problem
+from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-QA_SCORERS = ("exact", "numeric", "contains")
+QA_SCORERS = ("exact", "numeric", "contains", "answered")
 RELATIVE_TOLERANCE = 1e-6
 
 # --- choice letters ---------------------------------------------------------------------------
@@ -274,7 +275,9 @@ def score_qa(reply: str, reference: str, scorer: str) -> tuple[bool, str]:
 
     exact: the final answer equals the reference up to case, spacing and trailing punctuation;
     numeric: extract_number equals the reference within RELATIVE_TOLERANCE;
-    contains: the reference appears, as whole words, anywhere in the reply.
+    contains: the reference appears, as whole words, anywhere in the reply;
+    answered: an open request (no reference): right when the reply is an answer at all, not
+    empty and not a tool's report that it had nothing to run or failed.
     """
     if scorer == "numeric":
         got = extract_number(reply)
@@ -290,6 +293,10 @@ def score_qa(reply: str, reference: str, scorer: str) -> tuple[bool, str]:
         needle = normalize_text(reference)
         ok = bool(needle) and _contains(normalize_text(reply), needle)
         return ok, final_answer(reply)
+    if scorer == "answered":
+        from conductor_cli.tools.python_tool import is_failure
+
+        return bool(reply.strip()) and not is_failure(reply), final_answer(reply)
     raise ValueError(f"unknown QA scorer {scorer!r}; expected one of {', '.join(QA_SCORERS)}")
 
 
@@ -301,8 +308,6 @@ def score_choice(reply: str, problem: Problem) -> tuple[bool, str]:
 
 # --- code -------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
-_PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 _IMPORT_LINE = re.compile(r"^(?:from\s+\S+\s+)?import\s.+$", re.M)
 
 
@@ -326,8 +331,8 @@ def extract_code(reply: str, problem: Problem) -> str:
 
 
 def _fenced_code(reply: str) -> str:
-    blocks = [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(reply)]
-    for wanted in (lambda tag: tag in _PYTHON_TAGS, lambda tag: tag == ""):
+    blocks = code_blocks(reply)
+    for wanted in (lambda tag: tag in PYTHON_TAGS, lambda tag: tag == ""):
         for tag, body in blocks:
             if wanted(tag):
                 return body

@@ -173,6 +173,16 @@ def _mcq_row(row: dict[str, Any], where: str, row_id: str) -> Problem:
     )
 
 
+def _as_written(row: dict[str, Any], where: str, scorer: str) -> bool:
+    """Whether the question is asked exactly as written: an open request (nothing to mark), or
+    a line with "instruction": false (as a user would type it; a conductor trained on such
+    questions plans for what `ask` sees, not for the "Answer:" line eval adds)."""
+    flag = row.get("instruction", True)
+    if not isinstance(flag, bool):
+        raise InputError(f"{where}: 'instruction' must be true or false, got {flag!r}.")
+    return scorer == "answered" or not flag
+
+
 def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Problem:
     need = "question-answer lines need question and answer"
     question = _string(row, "question", where, need).strip()
@@ -185,7 +195,7 @@ def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Proble
             "give the reference answer."
         )
     answer = raw.strip() if isinstance(raw, str) else str(raw)
-    if not answer:
+    if not answer and scorer != "answered":
         raise InputError(f"{where}: 'answer' is empty; give the reference answer.")
     if scorer == "numeric" and extract_number(answer) is None:
         raise InputError(
@@ -195,7 +205,7 @@ def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Proble
     return Problem(
         id=row_id,
         kind="qa",
-        question=f"{question}\n\n{QA_INSTRUCTION}",
+        question=question if _as_written(row, where, scorer) else f"{question}\n\n{QA_INSTRUCTION}",
         answer=answer,
         category=_category(row, where),
         scorer=scorer,

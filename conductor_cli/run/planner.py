@@ -208,6 +208,11 @@ class ShapeChooser(Protocol):
 
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str: ...
 
+    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        """The whole workflow when the trained part fixes the tasks too (`--tasks fixed`): the
+        conductor has nothing to write, so nothing is generated; None when it writes tasks."""
+        ...
+
     def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
         """A later round's decision from the re-planning prompt: the empty workflow (keep the
         answer) or a corrective shape; None when it was not trained for rounds."""
@@ -240,12 +245,23 @@ class Conductor:
         max_steps: int,
     ) -> Plan:
         messages = plan_messages(question, pool, attachments, max_steps)
+        chooser = self.chooser
+        if chooser is not None:
+            start = time.monotonic()
+            reply = chooser.fixed_reply(messages)
+            if reply is not None:
+                try:
+                    workflow = parse_workflow(reply, [w.name for w in pool], max_steps)
+                except WorkflowError:
+                    chooser = None  # more steps than --max-steps allows: the conductor plans
+                else:
+                    return Plan(workflow, messages, reply, 1, 0, 0, time.monotonic() - start)
         grammar = None
         if self.backend.supports_grammar:
             names = [w.name for w in pool]
             grammar = (
-                self.chooser.grammar(messages)
-                if self.chooser is not None
+                chooser.grammar(messages)
+                if chooser is not None
                 else gbnf_grammar(names, max_steps, verbs=task_verbs(pool))
             )
         return self._plan(messages, pool, max_steps, grammar, replan=False)

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from conductor_cli.config.env_refs import mcp_server_vars
 from conductor_cli.errors import InputError
 from conductor_cli.storage import paths
 
@@ -42,6 +43,8 @@ _RUN_ENV_PREFIXES = (
     "XAI_", "OPENROUTER",
 )  # fmt: skip
 _RUN_ENV_PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+# CONDUCTOR_SANDBOX=unconfined lets the python tool run (and join the embedded pool).
+_RUN_ENV_OWN = ("CONDUCTOR_SANDBOX",)
 # The CLI's own client settings: they pick a server, they change nothing a server does.
 _CLIENT_VARS = ("CONDUCTOR_SERVER", "CONDUCTOR_SERVER_KEY", "CONDUCTOR_SERVER_AUTO")
 _ENV_ID = re.compile(r"[0-9a-f]{8}")
@@ -115,12 +118,14 @@ def is_run_env(name: str) -> bool:
         any(part in upper for part in _RUN_ENV_PARTS)
         or upper.startswith(_RUN_ENV_PREFIXES)
         or upper in _RUN_ENV_PROXIES
+        or upper in _RUN_ENV_OWN
     )
 
 
 def config_key_vars(config_file: Path) -> set[str]:
-    """The api_key_env names the config file gives (its conductor's and workers'), read with
-    tomllib alone; none when the file is missing or broken (the CLI reports a broken one)."""
+    """The api_key_env names the config file gives (its conductor's and workers'), and the
+    ${VAR}s its [mcp_servers] refer to, read with tomllib alone; none when the file is missing
+    or broken (the CLI reports a broken one)."""
     try:
         with config_file.open("rb") as f:
             doc = tomllib.load(f)
@@ -134,7 +139,7 @@ def config_key_vars(config_file: Path) -> set[str]:
         t["api_key_env"]
         for t in tables
         if isinstance(t, dict) and isinstance(t.get("api_key_env"), str) and t["api_key_env"]
-    }
+    } | mcp_server_vars(doc)
 
 
 def environment_id(config_file: Path, environ: Mapping[str, str] | None = None) -> str:

@@ -22,6 +22,7 @@ import tempfile
 from typing import Any
 
 from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.config.env_refs import VAR_REF
 from conductor_cli.config.settings import McpServerConfig
 from conductor_cli.errors import WorkerError
 
@@ -30,7 +31,6 @@ TIMEOUT_S = 60.0
 # The most characters a tool's output may put into later steps' prompts.
 MAX_OUTPUT_CHARS = 20_000
 ERROR_PREFIX = "The tool returned an error: "
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def expand(text: str, server: str, environ: dict[str, str] | None = None) -> str:
@@ -49,7 +49,7 @@ def expand(text: str, server: str, environ: dict[str, str] | None = None) -> str
             f"${{{name}:-DEFAULT}} in [mcp_servers.{server}]."
         )
 
-    return _VAR.sub(value, text)
+    return VAR_REF.sub(value, text)
 
 
 def _json_objects(text: str) -> list[dict[str, Any]]:

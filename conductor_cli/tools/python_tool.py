@@ -9,15 +9,11 @@ step or round can react to it; only a machine that cannot confine the program is
 from __future__ import annotations
 
 import ast
-import re
 import threading
 
 from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
-
-# A fenced block: ```python, ```py, ```python3 or a bare ```; the tag is group 1.
-_BLOCK = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.S)
-_PYTHON_TAGS = {"python", "py", "python3", ""}
+from conductor_cli.sandbox.fences import python_blocks
 
 LIMITS = Limits(wall_s=10.0, cpu_s=10, memory_mb=512, file_mb=1)
 NO_CODE = (
@@ -26,8 +22,21 @@ NO_CODE = (
 )
 
 
-def _blocks(text: str) -> list[str]:
-    return [code for tag, code in _BLOCK.findall(text) if tag.lower() in _PYTHON_TAGS]
+# How each of the tool's failure reports starts (describe() and NO_CODE): eval's `answered`
+# scorer tells a tool's failure from an answer by them.
+FAILURE_STARTS = (
+    NO_CODE,
+    "The program ran and printed nothing.",
+    "The program failed",
+    "The program was stopped",
+    "The program ran out of memory",
+    "The program could not run",
+)
+
+
+def is_failure(text: str) -> bool:
+    """Whether `text` is this tool's report that its program gave no result."""
+    return text.strip().startswith(FAILURE_STARTS)
 
 
 def _is_program(text: str) -> bool:
@@ -47,10 +56,10 @@ def find_program(messages: tuple[dict[str, str], ...]) -> str | None:
     """The program to run, from the step's messages (run/messages.py's layout: the steps it
     sees as earlier assistant turns, then one user message ending with its task)."""
     for message in reversed(messages):
-        if message["role"] == "assistant" and (found := _blocks(message["content"])):
+        if message["role"] == "assistant" and (found := python_blocks(message["content"])):
             return found[-1]
     last = messages[-1]["content"] if messages else ""
-    if found := _blocks(last):
+    if found := python_blocks(last):
         return found[-1]
     task = last.rsplit("\n\n", 1)[-1].strip()
     return task if _is_program(task) else None
@@ -86,7 +95,7 @@ class PythonTool:
     @property
     def fingerprint(self) -> str:
         lim = self.limits
-        return f"tool:python:1:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}"
+        return f"tool:python:2:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}"
 
     @property
     def supports_grammar(self) -> bool:

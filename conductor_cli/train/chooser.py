@@ -73,6 +73,11 @@ class HeadChooser:
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
         return self._grammar(self.choose(messages))
 
+    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        if self.tasks != "fixed":
+            return None
+        return self.choose(messages).workflow().to_json()
+
     def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
         if self.round_head is None:
             return None

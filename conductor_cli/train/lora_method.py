@@ -108,6 +108,9 @@ class FixedShape:
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
         return shape_grammar(self.shape)
 
+    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        return None  # the conductor writes the tasks
+
     def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
         return None  # the LoRA methods train first rounds only
 

@@ -1,0 +1,25 @@
+"""The fenced code blocks of a model's reply: what eval's code scorer and the python tool run.
+
+One reading for both: a block opens with ``` and an optional tag (```python, ```py, a bare
+```) and ends at the next ``` or at the end of the reply (a reply cut at max_tokens leaves its
+last block open; what it holds is still the model's program).
+"""
+
+from __future__ import annotations
+
+import re
+
+_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
+
+
+def code_blocks(reply: str) -> list[tuple[str, str]]:
+    """(lower-cased tag, body) of each block, in order; '' is a bare block's tag."""
+    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(reply)]
+
+
+def python_blocks(reply: str) -> list[str]:
+    """The bodies of the blocks tagged as Python or bare, in order, empty ones left out."""
+    return [
+        body for tag, body in code_blocks(reply) if (tag in PYTHON_TAGS or not tag) and body.strip()
+    ]
