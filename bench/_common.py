@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,3 +161,52 @@ def stored_results(data_dir: Path) -> list[dict]:
             except json.JSONDecodeError:
                 continue
     return rows
+
+
+def split_by_kind(
+    rows: list[dict], kinds: Sequence[str], kind_of: Callable[[dict], str], rng: random.Random
+) -> tuple[list[dict], list[dict]]:
+    """Half of each kind trains, the other half is held out (a seeded shuffle per kind)."""
+    train, held = [], []
+    for kind in kinds:
+        of_kind = [r for r in rows if kind_of(r) == kind]
+        rng.shuffle(of_kind)
+        half = len(of_kind) // 2
+        train += of_kind[:half]
+        held += of_kind[half:]
+    return train, held
+
+
+def write_rows(rows: list[dict], path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def train_heads(
+    trained: dict[str, str],
+    train_file: Path,
+    count: int,
+    env: dict[str, str],
+    root: Path,
+    seed: int,
+    repeats: int,
+) -> dict[str, float]:
+    """`conductor train mixed` once per name (its --tasks the value), skipping names already
+    trained in this root; minutes per training kept in root/timings.json across resumes."""
+    data_dir = Path(env["CONDUCTOR_DATA_DIR"])
+    timings_file = root / "timings.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
+    for name, tasks in trained.items():
+        if (data_dir / "conductors" / name / "record.json").exists():
+            continue
+        start = time.monotonic()
+        conductor(
+            ["train", "mixed", str(train_file), "--holdout", "0", "--seed", str(seed),
+             "--repeats", str(repeats), "--out", name, "--tasks", tasks,
+             "--concurrency", "1"],
+            env,
+            f"train {name} on {count}",
+        )  # fmt: skip
+        timings[f"train_minutes_{tasks}"] = round((time.monotonic() - start) / 60, 1)
+        timings_file.write_text(json.dumps(timings))
+    return timings

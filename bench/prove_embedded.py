@@ -35,7 +35,17 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from _common import (
+    accuracy,
+    conductor,
+    isolated_env,
+    paired,
+    split_by_kind,
+    stored_results,
+    temp_root,
+    train_heads,
+    write_rows,
+)
 
 # Written by us from common knowledge; the MCQ questions' only source.
 CAPITALS = {
@@ -118,23 +128,6 @@ def row_id(row: dict) -> str:
     return str(row.get("task_id") or row["id"])
 
 
-def split(rows: list[dict], rng: random.Random) -> tuple[list[dict], list[dict]]:
-    """Half of each kind trains, the other half is held out."""
-    train, held = [], []
-    for kind in KINDS:
-        of_kind = [r for r in rows if kind_of(r) == kind]
-        rng.shuffle(of_kind)
-        half = len(of_kind) // 2
-        train += of_kind[:half]
-        held += of_kind[half:]
-    return train, held
-
-
-def write(rows: list[dict], path: Path) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--arith", type=int, default=120)
@@ -150,28 +143,14 @@ def main() -> None:
     rng = random.Random(args.seed)
     rows = arith_rows(args.arith, rng) + mcq_rows(args.mcq, rng)
     rows += humaneval_rows(args.humaneval, rng)
-    train, held = split(rows, rng)
-    train_file, held_file = write(train, root / "train.jsonl"), write(held, root / "held.jsonl")
+    train, held = split_by_kind(rows, KINDS, kind_of, rng)
+    train_file = write_rows(train, root / "train.jsonl")
+    held_file = write_rows(held, root / "held.jsonl")
     env = isolated_env(root)  # no config file: the embedded default pool
     data_dir = Path(env["CONDUCTOR_DATA_DIR"])
     kinds = {row_id(r): kind_of(r) for r in rows}
 
-    timings_file = root / "timings.json"
-    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
-    for name, tasks in TRAINED.items():
-        record_file = data_dir / "conductors" / name / "record.json"
-        if record_file.exists():
-            continue
-        start = time.monotonic()
-        conductor(
-            ["train", "mixed", str(train_file), "--holdout", "0", "--seed", str(args.seed),
-             "--repeats", str(args.repeats), "--out", name, "--tasks", tasks,
-             "--concurrency", "1"],
-            env,
-            f"train {name} on {len(train)}",
-        )  # fmt: skip
-        timings[f"train_minutes_{tasks}"] = round((time.monotonic() - start) / 60, 1)
-        timings_file.write_text(json.dumps(timings))
+    timings = train_heads(TRAINED, train_file, len(train), env, root, args.seed, args.repeats)
     record = json.loads((data_dir / "conductors" / "embedded-head" / "record.json").read_text())
 
     strategies = ["conductor", *(f"conductor:{name}" for name in TRAINED), "single"]

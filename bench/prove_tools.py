@@ -50,7 +50,18 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from _common import (
+    REPO,
+    accuracy,
+    conductor,
+    isolated_env,
+    paired,
+    split_by_kind,
+    stored_results,
+    temp_root,
+    train_heads,
+    write_rows,
+)
 from prove_embedded import CAPITALS
 
 from conductor_cli.config.settings import DEFAULT_MODEL, DEFAULT_WORKER
@@ -109,22 +120,6 @@ def kind_of(problem_id: str) -> str:
     return problem_id.split("-", 1)[0]
 
 
-def split(rows: list[dict], rng: random.Random) -> tuple[list[dict], list[dict]]:
-    train, held = [], []
-    for kind in KINDS:
-        of_kind = [r for r in rows if kind_of(r["id"]) == kind]
-        rng.shuffle(of_kind)
-        half = len(of_kind) // 2
-        train += of_kind[:half]
-        held += of_kind[half:]
-    return train, held
-
-
-def write(rows: list[dict], path: Path) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
 def shape_of(row: dict | None) -> str:
     """The workflow a strategy ran: the trained conductors record their shape's label."""
     if row is None:
@@ -150,26 +145,13 @@ def main() -> None:
         rows += arithmetic_rows(kind, args.each, rng)
     everyday = [json.loads(line) for line in EVERYDAY.read_text(encoding="utf-8").splitlines()]
     rows += everyday[: args.everyday]
-    train, held = split(rows, rng)
-    train_file, held_file = write(train, root / "train.jsonl"), write(held, root / "held.jsonl")
+    train, held = split_by_kind(rows, KINDS, lambda r: kind_of(r["id"]), rng)
+    train_file = write_rows(train, root / "train.jsonl")
+    held_file = write_rows(held, root / "held.jsonl")
     env = isolated_env(root, CONFIG)
     data_dir = Path(env["CONDUCTOR_DATA_DIR"])
 
-    timings_file = root / "timings.json"
-    timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
-    for name, tasks in TRAINED.items():
-        if (data_dir / "conductors" / name / "record.json").exists():
-            continue
-        start = time.monotonic()
-        conductor(
-            ["train", "mixed", str(train_file), "--holdout", "0", "--seed", str(args.seed),
-             "--repeats", str(args.repeats), "--out", name, "--tasks", tasks,
-             "--concurrency", "1"],
-            env,
-            f"train {name} on {len(train)}",
-        )  # fmt: skip
-        timings[f"train_minutes_{tasks}"] = round((time.monotonic() - start) / 60, 1)
-        timings_file.write_text(json.dumps(timings))
+    timings = train_heads(TRAINED, train_file, len(train), env, root, args.seed, args.repeats)
     record = json.loads((data_dir / "conductors" / "tools-head" / "record.json").read_text())
 
     strategies = ["conductor", *(f"conductor:{n}" for n in TRAINED), "single", "knn-router"]

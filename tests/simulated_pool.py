@@ -38,6 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conductor_cli.run.messages import PROGRAM_REQUEST
+
 TAG = re.compile(r"\[Q(\d+)\]")
 # A seen step comes as an earlier exchange whose user turn names it (run/messages.py).
 SEEN = re.compile(r"^Step \d+ \(([^)]+)\): ", re.MULTILINE)
@@ -67,7 +69,6 @@ KIND_TEXT = {
     "cue": "Recall the code word that opens locker number {n}.",
     "calc": "What is {n} * 7919 + 13?",
 }
-PROGRAM_REQUEST_END = "prints the result."  # run/messages.py's PROGRAM_REQUEST ends so
 
 
 def calc_expression(number: int, right: bool) -> str:
@@ -157,7 +158,7 @@ class SimulatedPool:
             key += f"|rounds {rounds}"
         draw = random.Random(hashlib.sha256(key.encode()).digest()).random()
         last = str(body.get("messages", [{}])[-1].get("content", ""))
-        if last.rstrip().endswith(PROGRAM_REQUEST_END):
+        if last.rstrip().endswith(PROGRAM_REQUEST):
             skill = self.programs.get(worker, {}).get(q.kind)
             if skill is None or q.kind != "calc":
                 return "I cannot write a program for that."

@@ -22,16 +22,14 @@ NO_CODE = (
 )
 
 
-# How each of the tool's failure reports starts (describe() and NO_CODE): eval's `answered`
-# scorer tells a tool's failure from an answer by them.
-FAILURE_STARTS = (
-    NO_CODE,
-    "The program ran and printed nothing.",
-    "The program failed",
-    "The program was stopped",
-    "The program ran out of memory",
-    "The program could not run",
-)
+# The tool's failure reports begin so (describe() adds the details); eval's `answered` scorer
+# tells a failure from an answer by these beginnings.
+PRINTED_NOTHING = "The program ran and printed nothing."
+FAILED = "The program failed"
+STOPPED = "The program was stopped"
+OUT_OF_MEMORY = "The program ran out of memory"
+COULD_NOT_RUN = "The program could not run"
+FAILURE_STARTS = (NO_CODE, PRINTED_NOTHING, FAILED, STOPPED, OUT_OF_MEMORY, COULD_NOT_RUN)
 
 
 def is_failure(text: str) -> bool:
@@ -68,14 +66,14 @@ def find_program(messages: tuple[dict[str, str], ...]) -> str | None:
 def describe(outcome: Outcome, limits: Limits) -> str:
     printed = outcome.output.rstrip()
     if outcome.status == "passed":
-        return printed or "The program ran and printed nothing."
+        return printed or PRINTED_NOTHING
     said = {
-        "failed": f"The program failed (exit code {outcome.returncode}).",
-        "timeout": "The program was stopped: it ran past its time limit "
+        "failed": f"{FAILED} (exit code {outcome.returncode}).",
+        "timeout": f"{STOPPED}: it ran past its time limit "
         f"({limits.wall_s:g} s, {limits.cpu_s} s of CPU).",
-        "memory": f"The program ran out of memory (limit {limits.memory_mb} MB).",
-        "file_size": f"The program was stopped: it printed more than {limits.file_mb} MB.",
-    }.get(outcome.status, "The program could not run.")
+        "memory": f"{OUT_OF_MEMORY} (limit {limits.memory_mb} MB).",
+        "file_size": f"{STOPPED}: it printed more than {limits.file_mb} MB.",
+    }.get(outcome.status, f"{COULD_NOT_RUN}.")
     return f"{said}\n{printed}" if printed else said
 
 
