@@ -157,6 +157,9 @@ class RunOptions:
     seed: int | None = None  # None: the config's conductor.seed
     max_cost: float | None = None  # USD; the run stops before a call that would pass it
     max_calls: int | None = None  # model calls, the conductor's included
+    # A budget shared by many runs (training): counted across them, and it wins over the two
+    # limits above.
+    budget: Budget | None = None
     # Set from another thread to end the run as interrupted (a server's client went away).
     cancel: threading.Event | None = None
 
@@ -226,7 +229,7 @@ class _Run:
         workflow_source: Source,
     ) -> RunResult:
         root, config, options = self.root, self.config, self.options
-        budget = Budget(max_cost=options.max_cost, max_calls=options.max_calls)
+        budget = options.budget or Budget(max_cost=options.max_cost, max_calls=options.max_calls)
         scope = root.scope(options.cache_mode, budget)
         start = time.monotonic()
         # Resolve every model before loading any: a bad config costs no load.
@@ -252,7 +255,9 @@ class _Run:
             plan = None
             c = config.conductor
             self._check_cancel()
+            chooser = None
             if workflow is None:
+                chooser = root.chooser(config)
                 plan = plan_question(
                     conductor_for(),
                     config,
@@ -260,7 +265,7 @@ class _Run:
                     attachments,
                     worker_infos(pool.workers),
                     emit,
-                    root.chooser(config),
+                    chooser,
                 )
                 workflow = plan.workflow
                 if writer is not None:
@@ -278,7 +283,8 @@ class _Run:
                 cancel=options.cancel,
             )
             steps = engine.run(question, workflow, attachments, keep)
-            answer, rounds, notes = steps[-1].output, [], []
+            answer, rounds = steps[-1].output, []
+            notes: list[str] = list(chooser.notes) if chooser is not None else []
             # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
             if (plan is not None or workflow_source == "trace") and c.max_rounds > 1:
                 answer = self._later_rounds(

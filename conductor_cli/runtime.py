@@ -36,6 +36,7 @@ from conductor_cli.run.pool import (
 from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 
 Lookup = Callable[[str], list[float] | None]
+CONDUCTOR_LABEL = "conductor"  # the budget's name for the conductor's calls
 
 
 def worker_pricing(wc: WorkerConfig, lookup: Lookup) -> Pricing:
@@ -244,24 +245,26 @@ class Runtime:
     def conductor(self, scope: RunScope, config: Config | None = None) -> Backend:
         config = config or self.config
         pricing = conductor_pricing(config, self.litellm.rates)
-        return self._wrap(self.raw_conductor(config), "conductor", pricing, scope)
+        return self._wrap(self.raw_conductor(config), CONDUCTOR_LABEL, pricing, scope)
 
     def chooser(self, config: Config | None = None) -> ShapeChooser | None:
         """The trained part of a trained conductor (conductor.model names one), else None."""
         from conductor_cli.train.registry import find
+        from conductor_cli.train.registry import worker_fingerprint as registry_fp
 
         config = config or self.config
         trained = find(config.conductor.model)
         if trained is None or trained.method != "head":
             return None  # the LoRA methods' training lives in the adapter
-        names = tuple(w.name for w in config.workers)
+        # The workers' settings too: a retuned worker is one the head never measured.
+        names = tuple(f"{w.name}={registry_fp(w)}" for w in config.workers)
 
         def load() -> ShapeChooser:
             from conductor_cli.train.chooser import HeadChooser
 
             base = conductor_backend(config, self.catalog, self.models, self.litellm)
             assert isinstance(base, LlamaCppBackend)
-            return HeadChooser.load(trained, base.path, names, config.conductor)
+            return HeadChooser.load(trained, base.path, config.workers, config.conductor)
 
         return self.choosers.get((trained.name, str(trained.head_path), *names), load)
 

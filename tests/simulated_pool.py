@@ -89,6 +89,8 @@ class SimulatedPool:
     helped: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
     programs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     calls: int = 0
+    # (worker, the workers whose steps it saw) of every call, in order
+    log: list[tuple[str, frozenset[str]]] = field(default_factory=list)
     port: int = 0  # 0: any free one; a bench that resumes an eval binds the same one again
 
     def __post_init__(self) -> None:
@@ -150,6 +152,7 @@ class SimulatedPool:
             return "Answer: unknown"
         q = self.questions[int(tag.group(1))]
         seen = set(SEEN.findall(user))
+        self.log.append((worker, frozenset(seen)))
         rounds = ROUND_SEEN.findall(user) if q.kind == "cue" else []
         if rounds:
             seen.add(ROUND_ANSWER)

@@ -38,7 +38,7 @@ def test_training_routes_calc_questions_through_the_python_tool(
     proc = run_cli(
         "train", "qa", str(data), "--config", str(config), "--out", "with-tool",
         "--holdout", "0.34", "--generations", "30", "--repeats", "1", "--tasks", "fixed",
-        "--json",
+        "--search", "all", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)

@@ -118,6 +118,11 @@ def eval_cmd(
         cache_mode=CacheMode.OFF if no_cache else CacheMode.USE,
     )
     session = open_eval(request, load_config(config_path(ctx, config)))
+    if not quiet:
+        from conductor_cli.evals.strategies import trained_notes
+
+        for note in trained_notes(session.config, session.strategies):
+            sys.stderr.write(f"conductor: note: {note}\n")
     try:
         with _Progress(session.total, quiet=quiet, verbose=verbose) as progress:
             outcome = session.run(on_result=progress.result)

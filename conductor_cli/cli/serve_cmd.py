@@ -64,6 +64,11 @@ def serve(
     from conductor_cli.config.settings import load_config
 
     cfg = load_config(path)  # a broken config fails here, not in a background process
+    from conductor_cli.train.registry import pool_note
+
+    note = pool_note(cfg)
+    if note is not None:
+        sys.stderr.write(f"conductor: note: {note}\n")
     if detach:
         _detach(path, cfg, host, port, api_key_env)
         return

@@ -53,6 +53,37 @@ def train_cmd(
             "to keep the team's answer and when to correct it.",
         ),
     ] = 1,
+    search: Annotated[
+        str,
+        typer.Option(
+            "--search",
+            help="head: adaptive (each worker once a question, then calls where the policy is "
+            "unsure) or all (every workflow shape on every question, --repeats times).",
+        ),
+    ] = "adaptive",
+    max_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-calls",
+            help="head: worker calls this training may make, held-out runs included "
+            "[default: adaptive 2.5 a question per worker; all: what it needs].",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            help="head: USD this training may spend (every worker needs a price).",
+            min=0,
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="Print the estimate of calls and dollars, make no call."),
+    ] = False,
     scorer: ScorerOption = "exact",
     limit: Annotated[
         int | None,
@@ -157,6 +188,10 @@ def train_cmd(
         device=device,
         tasks=tasks,
         rounds=rounds,
+        search=search,
+        max_calls=max_calls,
+        max_cost=max_cost,
+        dry_run=dry_run,
     )
     with _Display() as display:
         try:
@@ -174,14 +209,41 @@ def train_cmd(
 
 
 def summary(record: dict[str, Any]) -> str:
+    if record.get("dry_run"):
+        return f"dry run: no call made; without --dry-run this trains {record['name']}"
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
     table = record.get("reward_table")
     if table:
+        search = table.get("search", "all")
         lines.append(
-            f"  reward table: {table['workflow_runs']} workflow runs, {table['worker_calls']} "
-            f"worker calls; best fixed shape {table['best_fixed_shape']} "
-            f"(reward {table['best_fixed_shape_reward']})"
+            f"  rewards ({search}): {table['workflow_runs']} workflow runs "
+            f"({table.get('measured_share', 1):.0%} of every shape on every question), "
+            f"{table['worker_calls']} new worker calls; best fixed shape "
+            f"{table['best_fixed_shape']} (reward {table['best_fixed_shape_reward']})"
         )
+        if table.get("reused_runs"):
+            lines.append(
+                f"  {table['reused_runs']} runs reused from earlier trainings (the same "
+                "questions and workers): not called again"
+            )
+        if table.get("budget_stopped"):
+            lines.append(
+                "  the budget ended the measuring before the search was done: trained on what "
+                "was measured (raise --max-calls/--max-cost and --resume to measure more)"
+            )
+        for worker in table.get("failed_workers", []):
+            lines.append(
+                f"  worker {worker} failed every call (its workflows scored as wrong): "
+                f"check it with `conductor workers test {worker}`"
+            )
+    if record.get("worker_calls") is not None:
+        limits = record.get("limits") or {}
+        limit = ""
+        if limits.get("max_calls") is not None:
+            limit = f" of --max-calls {limits['max_calls']}"
+        if limits.get("max_cost") is not None:
+            limit += f", ${record.get('dollars', 0):.4f} of --max-cost {limits['max_cost']}"
+        lines.append(f"  worker calls in all: {record['worker_calls']}{limit}")
     cost = record.get("cost")
     if cost:
         lines.append(
@@ -280,6 +342,12 @@ class _Display:
         return self
 
     def show(self, p: Any) -> None:
+        if p.stage == "note":  # a line to keep (the estimate), not a bar
+            if self._progress is not None:
+                self._progress.console.print(f"conductor: {p.detail}", highlight=False)
+            else:
+                sys.stderr.write(f"conductor: {p.detail}\n")
+            return
         if self._progress is not None:
             task = self._tasks.get(p.stage)
             if task is None:

@@ -177,6 +177,19 @@ def conductor_config(config: Config, strategy: str) -> Config:
     return replace(config, conductor=conductor)
 
 
+def trained_notes(config: Config, strategies: Sequence[str]) -> list[str]:
+    """Notes of the trained conductors the strategies plan with (workers never measured)."""
+    from conductor_cli.train.registry import pool_note
+
+    notes = []
+    for s in strategies:
+        if s == "conductor" or s.startswith(("conductor:", "conductor@")):
+            note = pool_note(conductor_config(config, s))
+            if note is not None and note not in notes:
+                notes.append(note)
+    return notes
+
+
 def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
     """The strategies that call models; the derived ones need every worker's `single:`, and
     `knn-router:vote` every worker's `vote:` (which worker it takes varies by problem)."""

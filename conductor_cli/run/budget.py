@@ -46,10 +46,15 @@ class Budget:
     max_calls: int | None = None
     spent: float = 0.0
     calls: int = 0
+    # Callers (labels) whose calls it neither counts nor limits: training budgets worker calls,
+    # and its conductor is a local model.
+    exempt: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reserve(self, what: str, estimate: float | None) -> None:
         """Count a call about to be made, or refuse it if it could cross a limit."""
+        if what in self.exempt:
+            return
         with self._lock:
             if self.max_calls is not None and self.calls + 1 > self.max_calls:
                 raise BudgetError(

@@ -206,6 +206,9 @@ class ShapeChooser(Protocol):
     """A trained part that decides the workflow's shape (workers, what each step sees) from the
     planning prompt; the conductor then writes only the tasks (see train/chooser.py)."""
 
+    # Lines said with every answer it plans: what its training never measured of this pool.
+    notes: tuple[str, ...]
+
     def grammar(self, messages: tuple[dict[str, str], ...]) -> str: ...
 
     def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:

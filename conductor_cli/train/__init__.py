@@ -43,6 +43,16 @@ def train(
             f"--rounds {options.rounds}: only the head method learns rounds (when to keep the "
             "team's answer); leave --rounds out with --method " + method
         )
+    if method != "head" and (
+        options.max_calls is not None or options.max_cost is not None or options.dry_run
+    ):
+        from conductor_cli.errors import InputError
+
+        raise InputError(
+            "--max-calls, --max-cost and --dry-run budget the head method's training; the LoRA "
+            f"methods sample as many workflows as --samples says (leave them out with --method "
+            f"{method})"
+        )
     if method != "head":
         from conductor_cli.train.lora_method import train_lora
 

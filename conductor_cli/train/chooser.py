@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from conductor_cli.config.settings import ConductorSettings
+from conductor_cli.config.settings import ConductorSettings, WorkerConfig
 from conductor_cli.errors import WorkflowError
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
@@ -28,8 +28,11 @@ class HeadChooser:
         features: PromptFeatures,
         tasks: str = "written",
         round_head: Head | None = None,
+        notes: tuple[str, ...] = (),
     ) -> None:
         self.head = head
+        # Said with every answer it plans (`ask`, `serve`, `eval`): workers it never measured.
+        self.notes = notes
         self.features = features
         self.tasks = tasks
         # `train --rounds N`: from the re-planning prompt (the team's answer in it), the empty
@@ -41,19 +44,23 @@ class HeadChooser:
         cls,
         trained: TrainedConductor,
         base: Path,
-        pool: Sequence[str],
+        pool: Sequence[WorkerConfig],
         settings: ConductorSettings,
     ) -> HeadChooser:
         head = Head.load(trained.head_path)
         round_path = trained.round_head_path
         round_head = Head.load(round_path) if round_path is not None else None
         shapes = [*head.shapes, *(round_head.shapes if round_head else ())]
-        missing = sorted({w for s in shapes for w in s.workers} - set(pool))
+        names = [w.name for w in pool]
+        missing = sorted({w for s in shapes for w in s.workers} - set(names))
         if missing:
+            renamed = [(m, trained.renamed(m, pool)) for m in missing]
+            said = ", ".join(f"{m} (renamed {r}?)" if r else m for m, r in renamed)
             raise WorkflowError(
                 f"conductor.model {trained.name!r} was trained for the pool "
-                f"{', '.join(trained.pool)}, and this pool lacks {', '.join(missing)}: "
-                "train it again on this pool, or plan with its base model "
+                f"{', '.join(trained.pool)}, and this pool lacks {said}: train it again on "
+                f"this pool (conductor train ... --out {trained.name} --force: the runs of "
+                "the workers that stayed are reused), or plan with its base model "
                 f"({trained.base_model})."
             )
         tasks = trained.record.get("hyperparameters", {}).get("tasks", "written")
@@ -65,7 +72,8 @@ class HeadChooser:
         features = PromptFeatures(
             base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
         )
-        return cls(head, features, tasks, round_head)
+        note = trained.unmeasured_note(pool)
+        return cls(head, features, tasks, round_head, (note,) if note else ())
 
     def choose(self, messages: tuple[dict[str, str], ...]) -> Shape:
         return self.head.choose(self.features(messages))

@@ -14,8 +14,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -28,14 +30,19 @@ from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
+from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
+from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
 from conductor_cli.train import registry
 from conductor_cli.train.chooser import TASKS
+from conductor_cli.train.explore import Observations, estimates, neighbours, next_batch
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head, best_fixed_shape, evolve, fit_pca
+from conductor_cli.train.measured import Measurement, store_path
+from conductor_cli.train.reward import PARSED
+from conductor_cli.train.rewards import Job, RewardRuns
 from conductor_cli.train.round_head import train_round_head
 from conductor_cli.train.session import (
-    SEED_STRIDE,
     OnProgress,
     Progress,
     Runner,
@@ -45,74 +52,149 @@ from conductor_cli.train.session import (
     held_out_score,
     install,
     prepare,
-    read_checkpoint,
     record_head,
     resolve_base,
-    reward_of,
-    run_checkpointed,
     split_problems,
     stage,
     target,
     work_dir,
     write_json,
 )
-from conductor_cli.train.shapes import Shape, enumerate_shapes
+from conductor_cli.train.shapes import MAX_SHAPES, Shape, enumerate_shapes
+from conductor_cli.train.spend import check as check_spend
+from conductor_cli.train.spend import (
+    estimate,
+    new_calls,
+    read_spent,
+    step_keys,
+    tool_workers,
+    write_spent,
+)
 
-CHECKPOINT = "rewards.jsonl"
 TIE_BREAK = 0.001
 
 
-def _reward_table(
-    runner: Runner,
-    training: Sequence[Problem],
-    shapes: Sequence[Shape],
+SEARCHES = ("adaptive", "all")
+RUN_ID = "run.json"
+
+
+def candidate_shapes(workers: Sequence[str], max_steps: int, search: str) -> list[Shape]:
+    """`all`: every shape of at most two steps, as measured since the head method began.
+    `adaptive`: those whose every step counts, a single worker or a chain (a step the last one
+    does not see only repeats a single worker's run)."""
+    shapes = enumerate_shapes(workers, max_steps, limit=None)
+    if search == "adaptive":
+        shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
+    if len(shapes) > MAX_SHAPES:
+        raise InputError(
+            f"the pool's {len(workers)} workers make {len(shapes)} workflow shapes; the head "
+            f"learns one score per shape and takes at most {MAX_SHAPES}: use a smaller pool, "
+            "or --method expert-iteration or grpo, which sample workflows instead"
+        )
+    return shapes
+
+
+def _run_id(work: Path) -> str:
+    """This training's id, kept in its work dir: a resumed one is the same training."""
+    path = work / RUN_ID
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        run_id = uuid.uuid4().hex[:16]
+        write_json(path, {"id": run_id})
+        return run_id
+
+
+def _measure(
+    runs: RewardRuns,
+    inputs: np.ndarray,
     options: TrainOptions,
-    checkpoint: Path,
+    reward_limit: int,
+    spent_before: int,
+    cached: bool,
     on_progress: OnProgress,
-) -> tuple[np.ndarray, int, int]:
-    """(mean reward per question and shape, worker calls made now, runs resumed)."""
-    done = read_checkpoint(
-        checkpoint, lambda row: ((row["q"], int(row["shape"]), int(row["repeat"])), row)
-    )
-    jobs = [
-        (qi, si, r)
-        for qi in range(len(training))
-        for si in range(len(shapes))
-        for r in range(options.repeats)
-        if (training[qi].id, si, r) not in done
-    ]
-    total = len(training) * len(shapes) * options.repeats
-    resumed = total - len(jobs)
-    finished = resumed
-    on_progress(Progress("rewards", finished, total, f"{len(shapes)} shapes"))
-    seed0 = runner.config.conductor.seed
+) -> tuple[np.ndarray, int]:
+    """Measure rewards within `reward_limit` calls; returns (the table the head learns from,
+    the workflow runs it rests on)."""
+    shapes = runs.shapes
+    n = len(runs.training)
+    repeats = options.repeats if options.search == "all" else 1
+    obs = Observations.empty(n, len(shapes))
+    jobs_seen: set[Job] = set()
 
-    def one(job: tuple[int, int, int]) -> dict[str, Any]:
-        qi, si, r = job
-        problem = training[qi]
-        run, correct = runner.run(problem, shapes[si].workflow(), seed0 + SEED_STRIDE * r)
-        return {
-            "q": problem.id,
-            "shape": si,
-            "repeat": r,
-            "reward": reward_of(run, correct, options.cost_weight),
-            "correct": correct,
-            "calls": run.model_calls if run else 0,
-        }
+    def spent() -> int:
+        return spent_before + runs.budget.calls
 
-    def on_row(row: dict[str, Any]) -> None:
-        nonlocal finished
-        done[(row["q"], row["shape"], row["repeat"])] = row
-        finished += 1
-        on_progress(Progress("rewards", finished, total, f"{len(shapes)} shapes"))
+    def add(job: Job, m: Measurement) -> None:
+        if job in jobs_seen:
+            return
+        jobs_seen.add(job)
+        obs.add(job[0], job[1], min(1.0, max(0.0, m.reward(options.cost_weight))))
+        on_progress(Progress("rewards", min(spent(), reward_limit), reward_limit, "worker calls"))
 
-    calls = run_checkpointed(jobs, one, checkpoint, options.concurrency, on_row)
-    table = np.zeros((len(training), len(shapes)))
-    for qi, problem in enumerate(training):
-        for si in range(len(shapes)):
-            rewards = [done[(problem.id, si, r)]["reward"] for r in range(options.repeats)]
-            table[qi, si] = float(np.mean(rewards))
-    return table, calls, resumed
+    def measure(jobs: list[Job]) -> None:
+        for job in jobs:  # what the store holds costs nothing
+            m = runs.get(job)
+            if m is not None:
+                add(job, m)
+        runs.measure(jobs, add)
+
+    singles = [i for i, s in enumerate(shapes) if len(s.workers) == 1]
+    for r in range(repeats):  # single runs first: a chain's first step is then a cache hit
+        measure([(q, s, r) for q in range(n) for s in singles])
+    near = neighbours(inputs)
+    if options.search == "all":
+        rest = [i for i in range(len(shapes)) if i not in singles]
+        measure([(q, s, r) for r in range(repeats) for q in range(n) for s in rest])
+        table = obs.means()
+        estimated = estimates(obs, near, PARSED)
+        return np.where(np.isnan(table), estimated, table), len(jobs_seen)
+    # What an earlier training measured (a worker added since, a resumed training) is known.
+    measure([(q, s, 0) for q in range(n) for s in range(len(shapes)) if runs.get((q, s, 0))])
+    rng = np.random.default_rng(options.seed)
+    tools = tool_workers(runs.runner.config)
+    paid = {k for i in singles for k in step_keys(shapes[i], tools)}
+    calls = [new_calls([s], tools, cached, paid) for s in shapes]
+    batch = max(4 * options.concurrency, n // 4)
+    closed = _settled(runs, singles)
+    while not runs.stopped:
+        jobs = next_batch(
+            obs, near, calls, reward_limit - spent(), rng, batch, closed, floor=PARSED
+        )
+        if not jobs:
+            break
+        measure([(q, s, 0) for q, s in jobs])
+    return estimates(obs, near, PARSED), len(jobs_seen)
+
+
+def _settled(runs: RewardRuns, singles: Sequence[int]) -> np.ndarray:
+    """(n, S): the shapes an earlier training's search settled on each question: every worker
+    of the shape was measured there by it. A new search (a worker added or retuned) buys only
+    shapes with a worker that training did not measure; `--search all` measures every one."""
+    single_of = {runs.shapes[i].workers[0]: i for i in singles}
+    n = len(runs.training)
+    closed = np.zeros((n, len(runs.shapes)), dtype=bool)
+    for q in range(n):
+        earlier = set()
+        for worker, si in single_of.items():
+            m = runs.get((q, si, 0))
+            if m is not None and m.run != runs.run_id:
+                earlier.add(worker)
+        for s, shape in enumerate(runs.shapes):
+            closed[q, s] = len(shape.workers) > 1 and set(shape.workers) <= earlier
+    return closed
+
+
+def _failed_workers(runs: RewardRuns, names: Sequence[str]) -> list[str]:
+    """Workers whose every single run in this training failed."""
+    failed = []
+    for w in names:
+        si = next(i for i, s in enumerate(runs.shapes) if s.workers == (w,))
+        rows = [runs.get((q, si, 0)) for q in range(len(runs.training))]
+        measured = [m for m in rows if m is not None]
+        if measured and all(m.failed for m in measured):
+            failed.append(w)
+    return failed
 
 
 def train_head(
@@ -124,25 +206,31 @@ def train_head(
     on_progress: OnProgress = lambda p: None,
     held_out_ids: frozenset[str] | None = None,
 ) -> dict[str, Any]:
-    """Train a shape head on `problems` for `config`'s pool; returns the training record.
+    """Train a shape head on `problems` for `config`'s pool; returns the training record
+    (with `dry_run`: only the estimate of what it would spend).
 
     `held_out_ids` fixes the held-out questions (a bench comparing runs); by default they are
     a seeded `options.holdout` share.
     """
     started = time.monotonic()
     _require_cma()
-    name, final = target(options)
+    name = registry.check_name(options.name)
+    if not options.dry_run:
+        name, final = target(options)
     if options.repeats < 1:
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
     if not 1 <= options.rounds <= MAX_ROUNDS_LIMIT:
         raise InputError(f"--rounds {options.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
     if options.tasks not in TASKS:
         raise InputError(f"--tasks {options.tasks!r}: use one of {', '.join(TASKS)}")
+    if options.search not in SEARCHES:
+        raise InputError(f"--search {options.search!r}: use one of {', '.join(SEARCHES)}")
     check_keys(config)
     c = config.conductor
-    base_spec, base = resolve_base(config, "head")
-    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
+    names = [w.name for w in config.workers]
+    shapes = candidate_shapes(names, c.max_steps, options.search)
     training, held_out = split_problems(problems, options, held_out_ids)
+    fingerprints = {w.name: registry.worker_fingerprint(w) for w in config.workers}
     meta = {
         "dataset": options.dataset,
         "problems": fingerprint(problems),
@@ -150,16 +238,65 @@ def train_head(
         "held_out": sorted(p.id for p in held_out),
         "seed": options.seed,
         "repeats": options.repeats,
+        "search": options.search,
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
         **({"rounds": options.rounds} if options.rounds > 1 else {}),
     }
     work = work_dir(name)
-    prepare(work, options, meta)
-
     runner = Runner(config, problems)
     features: PromptFeatures | None = None
+    spent: tuple[int, float] | None = None
+    runs: RewardRuns | None = None
     try:
+        prices = {w.name: worker_pricing(w, runner.runtime.litellm.rates) for w in config.workers}
+        runs = RewardRuns(
+            runner,
+            training,
+            shapes,
+            fingerprints,
+            store_path(),
+            "",
+            Budget(),
+            options.concurrency,
+        )
+        repeats = options.repeats if options.search == "all" else 1
+        measured = {
+            (q, s, r)
+            for q in range(len(training))
+            for s in range(len(shapes))
+            for r in range(repeats)
+            if runs.get((q, s, r)) is not None
+        }
+        plan = estimate(
+            config,
+            training,
+            shapes,
+            search=options.search,
+            repeats=repeats,
+            held_out=len(held_out),
+            rounds=options.rounds,
+            before=options.evaluate_before,
+            max_calls=options.max_calls,
+            measured=measured,
+            prices=prices,
+        )
+        check_spend(plan, options.max_calls, options.max_cost, rounds=options.rounds)
+        if options.dry_run:
+            on_progress(Progress("note", 0, 0, plan.line()))
+            return {"name": name, "method": "head", "dry_run": True, "estimate": plan.to_dict()}
+        base_spec, base = resolve_base(config, "head")
+        on_progress(Progress("note", 0, 0, plan.line()))
+        prepare(work, options, meta)
+        runs.run_id = _run_id(work)
+        resumed = sum(1 for m in runs.rows.values() if m.run == runs.run_id)
+        spent = read_spent(work) if options.resume else (0, 0.0)
+        spent = (max(spent[0], runs.own_calls()), spent[1])
+        runs.budget = Budget(
+            max_cost=None if options.max_cost is None else options.max_cost - spent[1],
+            max_calls=None if options.max_calls is None else options.max_calls - spent[0],
+            exempt=frozenset({CONDUCTOR_LABEL}),
+        )
         infos = worker_infos(config.workers)
         features = PromptFeatures(base.path, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
         hidden = []
@@ -168,9 +305,21 @@ def train_head(
             on_progress(Progress("features", i + 1, len(training)))
         features.close()
         features = None
-        table, calls, resumed = _reward_table(
-            runner, training, shapes, options, work / CHECKPOINT, on_progress
+        x = np.stack(hidden).astype(np.float64)
+        mean, scale, components = fit_pca(x, options.pca_dims)
+        zeros = np.zeros((components.shape[0] + 1, len(shapes)))
+        head0 = Head(mean, scale, components, zeros, tuple(shapes))
+        inputs = head0.project(x)
+        reward_limit = plan.rewards
+        if options.max_calls is not None:  # the held-out runs' share stays theirs
+            runs.budget.max_calls = reward_limit - spent[0]
+        table, workflow_runs = _measure(
+            runs, inputs, options, reward_limit, spent[0], config.cache.enabled, on_progress
         )
+        if options.max_calls is not None:
+            runs.budget.max_calls = options.max_calls - spent[0]
+        reward_calls = spent[0] + runs.budget.calls
+        budget_stopped = runs.stopped
         before = None
         if options.evaluate_before:
             before = held_out_score(
@@ -181,12 +330,8 @@ def train_head(
                 "untrained conductor",
                 on_progress,
                 options.rounds,
+                runs.budget,
             )
-        x = np.stack(hidden).astype(np.float64)
-        mean, scale, components = fit_pca(x, options.pca_dims)
-        zeros = np.zeros((components.shape[0] + 1, len(shapes)))
-        head0 = Head(mean, scale, components, zeros, tuple(shapes))
-        inputs = head0.project(x)
         curve: list[dict[str, float]] = []
 
         def generation(g: int, value: float) -> None:
@@ -222,15 +367,18 @@ def train_head(
         head.save(staged / registry.HEAD)
         if round_head is not None:
             round_head.save(staged / registry.ROUND_HEAD)
+        failed = _failed_workers(runs, names)
         record: dict[str, Any] = {
             **record_head(
                 config, name, "head", base_spec, options, data_file, problems, training, held_out
             ),
             "base_sha256": file_sha256(base.path),
+            "worker_fingerprints": fingerprints,
             "hyperparameters": {
+                "search": options.search,
                 "shapes": len(shapes),
                 "max_shape_steps": 2,
-                "repeats": options.repeats,
+                "repeats": repeats,
                 "pca_dims": int(components.shape[0]),
                 "generations": options.generations,
                 "cost_weight": options.cost_weight,
@@ -238,10 +386,20 @@ def train_head(
                 "tasks": options.tasks,
                 "rounds": options.rounds,
             },
+            "estimate": plan.to_dict(),
             "reward_table": {
-                "workflow_runs": len(training) * len(shapes) * options.repeats,
+                "search": options.search,
+                "workflow_runs": workflow_runs,
+                "measured_share": round(workflow_runs / (len(training) * len(shapes) * repeats), 4),
+                "reused_runs": sum(
+                    1
+                    for m in (runs.get(j) for j in _all_jobs(len(training), len(shapes), repeats))
+                    if m is not None and m.run != runs.run_id
+                ),
                 "resumed_runs": resumed,
-                "worker_calls": calls,
+                "worker_calls": reward_calls,
+                "budget_stopped": budget_stopped,
+                "failed_workers": failed,
                 "best_fixed_shape": fixed.label,
                 "best_fixed_shape_reward": round(fixed_reward, 4),
                 "head_train_reward": round(float(table[np.arange(len(training)), picks].mean()), 4),
@@ -250,6 +408,8 @@ def train_head(
             **({"round_table": round_part} if round_part else {}),
             "curve": curve,
             "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
+            "limits": {"max_calls": options.max_calls, "max_cost": options.max_cost},
+            "worker_calls": None,
             "device": "cpu (llama.cpp)",
             "wall_seconds": None,
         }
@@ -258,12 +418,17 @@ def train_head(
         # With rounds, the trained conductor in one round too: what its later rounds add.
         for rounds in sorted({1, options.rounds}):
             label = "trained conductor" + (f", {rounds} rounds" if options.rounds > 1 else "")
-            after = held_out_score(runner, held_out, name, options, label, on_progress, rounds)
+            after = held_out_score(
+                runner, held_out, name, options, label, on_progress, rounds, runs.budget
+            )
             if after is not None:
                 record["evaluations"].append({"when": "after", **after.to_dict()})
+        record["worker_calls"] = spent[0] + runs.budget.calls
+        record["dollars"] = round(spent[1] + runs.budget.spent, 6)
         record["wall_seconds"] = round(time.monotonic() - started, 1)
         write_json(final / registry.RECORD, record)
         shutil.rmtree(work, ignore_errors=True)
+        spent = None
         return record
     except Exception as e:
         full = disk_full(e, name, work)
@@ -271,9 +436,15 @@ def train_head(
             raise full from e
         raise
     finally:
+        if spent is not None and runs is not None and work.is_dir():
+            write_spent(work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
         if features is not None:
             features.close()
         runner.close()
+
+
+def _all_jobs(questions: int, shapes: int, repeats: int) -> list[Job]:
+    return [(q, s, r) for q in range(questions) for s in range(shapes) for r in range(repeats)]
 
 
 def _require_cma() -> None:

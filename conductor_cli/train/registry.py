@@ -23,9 +23,25 @@ ROUND_HEAD = "round_head.json"  # `train --rounds N`: keep or correct, from the 
 ADAPTER = "adapter.gguf"  # the LoRA methods: what llama.cpp applies to the base GGUF
 
 
+def worker_fingerprint(worker: Any) -> str:
+    """What a worker's answers depend on: its model, where it is served and the settings that
+    change a reply (not its name or description: a renamed worker answers as before)."""
+    answers = [
+        worker.model,
+        worker.api_base or "",
+        worker.max_tokens,
+        worker.temperature,
+        worker.context_tokens,
+        worker.stop_loops,
+        worker.fallback or "",
+    ]
+    return hashlib.sha256(json.dumps(answers).encode()).hexdigest()[:16]
+
+
 def pool_fingerprint(workers: Sequence[Any]) -> str:
-    """What a trained conductor learned about: each worker's name, model, description, base."""
-    pool = [[w.name, w.model, w.description, w.api_base or ""] for w in workers]
+    """What a trained conductor learned about: each worker's name and description (what the
+    conductor reads) and what its answers depend on (`worker_fingerprint`)."""
+    pool = [[w.name, w.description, worker_fingerprint(w)] for w in workers]
     return hashlib.sha256(json.dumps(pool).encode()).hexdigest()
 
 
@@ -95,6 +111,35 @@ class TrainedConductor:
     def pool(self) -> list[str]:
         return [str(w["name"]) for w in self.record.get("pool", [])]
 
+    def unmeasured(self, workers: Sequence[Any]) -> list[str]:
+        """Workers of this pool its training never measured: new ones, or retuned (another
+        model, endpoint or reply setting than when trained)."""
+        known = self.record.get("worker_fingerprints")
+        if not isinstance(known, dict):  # trained before fingerprints were kept: by name
+            return [w.name for w in workers if w.name not in self.pool]
+        return [w.name for w in workers if known.get(w.name) != worker_fingerprint(w)]
+
+    def renamed(self, missing: str, workers: Sequence[Any]) -> str | None:
+        """The worker of this pool that answers as `missing` did when trained (a rename)."""
+        known = self.record.get("worker_fingerprints") or {}
+        old = known.get(missing)
+        for w in workers:
+            if old is not None and w.name not in known and worker_fingerprint(w) == old:
+                return w.name
+        return None
+
+    def unmeasured_note(self, workers: Sequence[Any]) -> str | None:
+        """One line for `ask`, `serve` and `eval` when the pool has workers it never measured."""
+        new = self.unmeasured(workers)
+        if not new:
+            return None
+        return (
+            f"conductor.model {self.name!r} was trained before {', '.join(new)} joined the pool "
+            "or changed: it plans as trained and does not choose them; train it again "
+            f"(conductor train ... --out {self.name} --force) to measure them: only their "
+            "workflows are called, the other runs are reused"
+        )
+
 
 def find(name: str) -> TrainedConductor | None:
     """The trained conductor called `name`, or in the directory `name` (one copied elsewhere,
@@ -130,3 +175,12 @@ def list_trained() -> list[TrainedConductor]:
         if trained is not None:
             found.append(trained)
     return found
+
+
+def pool_note(config: Any) -> str | None:
+    """The unmeasured-worker note of the trained conductor `config` plans with, if any."""
+    try:
+        trained = find(config.conductor.model)
+    except ModelError:
+        return None  # planning says what is wrong with it
+    return trained.unmeasured_note(config.workers) if trained is not None else None

@@ -24,12 +24,13 @@ import numpy as np
 from conductor_cli import waiting
 from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config, atomic_write
-from conductor_cli.errors import ConductorError, ConfigError, InputError
+from conductor_cli.errors import BudgetError, ConductorError, ConfigError, InputError
 from conductor_cli.evals import scoring
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
+from conductor_cli.run.budget import Budget
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, pull_models_for
@@ -80,6 +81,12 @@ class TrainOptions:
     # head: rounds the trained conductor plays; >= 2 also trains the round head (keep the
     # team's answer or correct it), rewarded on the answer after the last round
     rounds: int = 1
+    # head: "adaptive" (each worker once a question, then calls where the policy is unsure:
+    # explore.py) or "all" (every shape on every question, `repeats` times)
+    search: str = "adaptive"
+    max_calls: int | None = None  # worker calls this training may make (spend.py)
+    max_cost: float | None = None  # USD
+    dry_run: bool = False  # print the estimate, make no call
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class HeldOut:
     rounds: float = 1.0  # mean rounds whose workflow ran (a round that kept the answer ran none)
     # max_rounds >= 2: round 2's decisions after a right and after a wrong first answer
     second_round: dict[str, dict[str, int]] | None = None
+    budget_stopped: bool = False  # --max-calls/--max-cost ended it before the last question
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -115,6 +123,8 @@ class HeldOut:
             "by_category": {k: round(v, 4) for k, v in self.by_category.items()},
             "shapes": self.shapes,
         }
+        if self.budget_stopped:
+            out["budget_stopped"] = True
         if self.max_rounds > 1:
             out |= {
                 "max_rounds": self.max_rounds,
@@ -172,18 +182,22 @@ class Runner:
         seed: int,
         config: Config | None = None,
         attachments: Sequence[Attachment] = (),
+        budget: Budget | None = None,
     ) -> tuple[RunResult | None, bool]:
-        """(the run, whether its answer is right); (None, False) when the run failed."""
+        """(the run, whether its answer is right); (None, False) when the run failed. A call
+        that would cross `budget` raises BudgetError: that run measured nothing."""
         try:
             run = execute(
                 problem.question,
                 config=config or self.config,
                 attachments=attachments,
                 workflow=workflow,
-                options=RunOptions(seed=seed),
+                options=RunOptions(seed=seed, budget=budget),
                 trace=NO_TRACE,
                 runtime=self.runtime,
             )
+        except BudgetError:
+            raise
         except ConductorError:
             return None, False  # a failed run is a wrong answer
         correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
@@ -233,9 +247,11 @@ def held_out_score(
     label: str,
     on_progress: OnProgress,
     max_rounds: int = 1,
+    budget: Budget | None = None,
 ) -> HeldOut | None:
     """The conductor `conductor_model` planning (greedy, as `ask` does) on every question, in
-    at most `max_rounds` rounds; None when nothing is held out (`--holdout 0`)."""
+    at most `max_rounds` rounds; None when nothing is held out (`--holdout 0`) or the budget
+    allowed no question."""
     if not held_out:
         return None
     settings = replace(runner.config.conductor, model=conductor_model, max_rounds=max_rounds)
@@ -246,8 +262,13 @@ def held_out_score(
     shapes: Counter[str] = Counter()
     by_category: dict[str, list[bool]] = {}
     second: dict[str, Counter[str]] = {"first_right": Counter(), "first_wrong": Counter()}
+    stopped = False
     for i, problem in enumerate(held_out):
-        run, correct = runner.run(problem, None, config.conductor.seed, config)
+        try:
+            run, correct = runner.run(problem, None, config.conductor.seed, config, budget=budget)
+        except BudgetError:
+            stopped = True
+            break
         rewards.append(reward_of(run, correct, options.cost_weight))
         right.append(correct)
         if run is not None:
@@ -260,15 +281,18 @@ def held_out_score(
                 side[run.rounds[0].decision] += 1
         by_category.setdefault(problem.category or "all", []).append(correct)
         on_progress(Progress("held-out", i + 1, len(held_out), label))
+    if not right:
+        return None
     return HeldOut(
         accuracy=float(np.mean(right)),
         reward=float(np.mean(rewards)),
-        n=len(held_out),
+        n=len(right),
         by_category={k: float(np.mean(v)) for k, v in sorted(by_category.items())},
         shapes=dict(shapes.most_common()),
         max_rounds=max_rounds,
         rounds=float(np.mean(used)) if used else 0.0,
         second_round={k: dict(v) for k, v in second.items()} if max_rounds > 1 else None,
+        budget_stopped=stopped,
     )
 
 

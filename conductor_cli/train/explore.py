@@ -1,0 +1,117 @@
+"""Which workflows to measure when trying every shape on every question costs too much
+(`conductor train --search adaptive`, the default).
+
+Every worker alone runs once on every training question first. From then on a shape's reward
+at a question is estimated from the measured runs of that shape on the question's nearest
+neighbours in the conductor's hidden state (the question itself included): like questions
+reward like workflows. Each batch then buys, on the questions where it could matter most, the
+one unmeasured shape whose reward, drawn from a Beta posterior over those runs (Thompson
+sampling), most exceeds the best estimate there; where no draw beats it by MIN_GAIN the
+question is settled. The rewards of the shapes never bought are estimated, not measured: the
+head learns from the estimated table (`estimates`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+NEIGHBOURS = 8
+MIN_GAIN = 0.05
+PRIOR_RUNS = 0.5
+
+
+@dataclass
+class Observations:
+    """Sums and counts of measured rewards per (training question, shape), rewards in [0, 1]."""
+
+    sums: np.ndarray  # (n, S)
+    counts: np.ndarray  # (n, S)
+
+    @classmethod
+    def empty(cls, questions: int, shapes: int) -> Observations:
+        return cls(np.zeros((questions, shapes)), np.zeros((questions, shapes)))
+
+    def add(self, question: int, shape: int, reward: float) -> None:
+        self.sums[question, shape] += reward
+        self.counts[question, shape] += 1
+
+    def means(self) -> np.ndarray:
+        """The plain mean where measured, NaN elsewhere."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.counts > 0, self.sums / np.maximum(self.counts, 1), np.nan)
+
+
+def neighbourhood(n: int) -> int:
+    """How many neighbours pool their runs: fewer for few questions, so that a kind of
+    question asked a handful of times is not drowned by its neighbours of other kinds."""
+    return int(min(NEIGHBOURS, max(3, round(math.sqrt(n) / 1.5))))
+
+
+def neighbours(inputs: np.ndarray, k: int | None = None) -> np.ndarray:
+    """(n, min(k, n)) indices of each row's nearest rows by euclidean distance, itself first
+    (k: `neighbourhood(n)` by default)."""
+    x = np.asarray(inputs, dtype=np.float64)
+    if k is None:
+        k = neighbourhood(len(x))
+    squared = (x * x).sum(axis=1)
+    distance = squared[:, None] + squared[None, :] - 2.0 * (x @ x.T)
+    np.fill_diagonal(distance, -np.inf)
+    k = min(k, len(x))
+    return np.argsort(distance, axis=1, kind="stable")[:, :k]
+
+
+def pooled(obs: Observations, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sums, counts) of each shape's measured runs over each question's neighbourhood."""
+    return obs.sums[near].sum(axis=1), obs.counts[near].sum(axis=1)
+
+
+def estimates(obs: Observations, near: np.ndarray, prior: float = 0.0) -> np.ndarray:
+    """(n, S) estimated rewards: the neighbourhood's mean, with PRIOR_RUNS pseudo-runs of
+    reward `prior` (a wrong answer's): a shape measured nowhere near is estimated wrong, and
+    one lucky run is not worth a worker measured right four times in five."""
+    sums, counts = pooled(obs, near)
+    return (sums + PRIOR_RUNS * prior) / (counts + PRIOR_RUNS)
+
+
+def next_batch(
+    obs: Observations,
+    near: np.ndarray,
+    calls: Sequence[int],
+    budget: int,
+    rng: np.random.Generator,
+    max_jobs: int,
+    closed: np.ndarray | None = None,
+    floor: float = 0.0,
+) -> list[tuple[int, int]]:
+    """At most `max_jobs` (question, shape) pairs to measure next, costing at most `budget`
+    calls (`calls[s]`: what shape s costs on a question whose single runs are measured); []
+    when every question is settled or nothing fits. `closed` (n, S): pairs not to buy.
+    `floor`: the reward of a wrong answer, the bottom of the scale the draws are made on."""
+    sums, counts = pooled(obs, near)
+    # On a 0-1 scale from a wrong answer to a right one: a Beta's uniform prior then means
+    # "as likely right as wrong", not "surely wrong".
+    sums = np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+    best = (sums / (counts + PRIOR_RUNS)).max(axis=1)
+    # Beta(1 + reward mass, 1 + its complement) per (question, shape): optimistic where unknown.
+    draws = rng.beta(1.0 + sums, 1.0 + counts - sums)
+    gain = draws - best[:, None]
+    gain[obs.counts > 0] = -np.inf  # one measurement per (question, shape) is enough here
+    if closed is not None:
+        gain[closed] = -np.inf
+    shape = np.argmax(gain, axis=1)
+    value = gain[np.arange(len(shape)), shape]
+    chosen: list[tuple[int, int]] = []
+    spent = 0
+    for q in np.argsort(-value, kind="stable"):
+        if value[q] < MIN_GAIN or len(chosen) >= max_jobs:
+            break
+        cost = calls[int(shape[q])]
+        if spent + cost > budget:
+            continue
+        chosen.append((int(q), int(shape[q])))
+        spent += cost
+    return chosen

@@ -1,0 +1,225 @@
+"""Training within a budget, and a pool that changes (issue 34): real llama.cpp hidden states,
+real engine runs through litellm to a simulation of specialist workers
+(tests/simulated_pool.py), which counts and logs every call it receives.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conductor_cli.train.explore import Observations, neighbours, next_batch
+from conductor_cli.train.registry import conductors_dir
+from conductor_cli.train.shapes import enumerate_shapes
+from conductor_cli.train.spend import new_calls, step_keys
+
+from .conftest import assert_one_line_error, run_cli
+from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
+
+# A third worker, right half the time on both kinds: what joins the pool later.
+W2 = {"arith": 0.5, "words": 0.5}
+
+
+@pytest.fixture(scope="module")
+def simulation() -> Iterator[SimulatedPool]:
+    sim = SimulatedPool(make_questions(["arith", "words"], 12), {**TWO_SPECIALISTS, "w2": W2})
+    yield sim
+    sim.close()
+
+
+def pool(sim: SimulatedPool, path: Path, workers: list[str]) -> Path:
+    """A config of the simulation with these workers only, in this order."""
+    sim.config(path)
+    head, *blocks = path.read_text().split("[[workers]]")
+    by_name = {re.search(r'name = "(\w+)"', b).group(1): b for b in blocks}  # type: ignore[union-attr]
+    path.write_text(head + "".join("[[workers]]" + by_name[w] for w in workers))
+    return path
+
+
+def fresh_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """A data and cache dir of its own: no response cache or measured reward shared."""
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(tmp_path / name / "data"))
+    monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(tmp_path / name / "cache"))
+
+
+TRAIN = ("--holdout", "0", "--generations", "10", "--tasks", "fixed")
+
+
+def test_the_budget_is_never_crossed_and_the_estimate_is_what_is_spent(
+    simulation: SimulatedPool, tmp_path: Path, gguf_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = pool(simulation, tmp_path / "two.toml", ["w0", "w1"])
+    data = simulation.files(tmp_path)[1]
+    train = ("train", "qa", str(data), "--config", str(config), *TRAIN)
+
+    # --dry-run: the estimate, no call, nothing written.
+    fresh_dirs(tmp_path, monkeypatch, "dry")
+    calls = simulation.calls
+    dry = run_cli(*train, "--out", "d", "--search", "all", "--repeats", "1", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    estimate = json.loads(dry.stdout)["estimate"]
+    assert "estimate: at most" in dry.stderr and "no price for w0, w1" in dry.stderr
+    assert simulation.calls == calls and not conductors_dir().exists()
+    # Two workers: each question costs 2 single runs, 2 second steps that see nothing (the
+    # step's seed is the run's plus its position, so they are calls of their own) and 4 chains.
+    assert estimate["reward_calls"] == 24 * 8 and estimate["held_out_calls"] == 0
+
+    # The same training for real: the estimate is exact on an empty cache (one run at a time;
+    # concurrent runs can both miss the cache for one step).
+    done = run_cli(*train, "--out", "d", "--search", "all", "--repeats", "1", "--json",
+                   "--concurrency", "1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert simulation.calls - calls == estimate["reward_calls"] == record["worker_calls"]
+    assert record["reward_table"]["worker_calls"] == estimate["reward_calls"]
+
+    # Adaptive search under --max-calls: fewer calls than that, never more than the limit, and
+    # the record says what it spent.
+    fresh_dirs(tmp_path, monkeypatch, "budget")
+    calls = simulation.calls
+    few = run_cli(*train, "--out", "b", "--max-calls", "40")
+    assert_one_line_error(few, 2, "--max-calls 40", "at least 48")
+    assert simulation.calls == calls
+    budget = run_cli(*train, "--out", "b", "--max-calls", "60", "--json")
+    assert budget.returncode == 0, budget.stderr
+    record = json.loads(budget.stdout)
+    made = simulation.calls - calls
+    assert 48 <= made <= 60 and record["worker_calls"] == made
+    assert record["reward_table"]["search"] == "adaptive"
+    assert record["reward_table"]["measured_share"] < 0.5  # of every shape on every question
+    assert record["estimate"]["max_calls"] == 60
+    # A specialist per kind: the head routes each kind to its worker from single runs alone.
+    assert (
+        record["reward_table"]["head_train_reward"]
+        > record["reward_table"]["best_fixed_shape_reward"]
+    )
+
+
+def test_adding_a_worker_calls_only_its_workflows_and_the_pool_changes_are_said(
+    simulation: SimulatedPool, tmp_path: Path, gguf_path: Path
+) -> None:
+    two = pool(simulation, tmp_path / "two.toml", ["w0", "w1"])
+    three = pool(simulation, tmp_path / "three.toml", ["w0", "w1", "w2"])
+    data = simulation.files(tmp_path)[1]
+    first = run_cli("train", "qa", str(data), "--config", str(two), "--out", "team", *TRAIN)
+    assert first.returncode == 0, first.stderr
+    assert "trained conductor team" in first.stdout
+
+    # The trained conductor on the grown pool: it plans as trained and says, once, what it
+    # never measured.
+    uses = tmp_path / "uses.toml"
+    uses.write_text(three.read_text().replace("max_steps = 2", 'max_steps = 2\nmodel = "team"'))
+    asked = run_cli("ask", "--config", str(uses), simulation.questions[1].text)
+    assert asked.returncode == 0, asked.stderr
+    notes = [line for line in asked.stderr.splitlines() if "note:" in line]
+    assert len(notes) == 1 and "w2 joined the pool" in notes[0] and "--force" in notes[0], notes
+
+    # Trained again on the grown pool: every call involves w2 (its own runs, or a step that
+    # sees one of its answers); the runs of w0 and w1 come from the measured store.
+    start = len(simulation.log)
+    again = run_cli("train", "qa", str(data), "--config", str(three), "--out", "team",
+                    "--force", "--json", *TRAIN)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    new = simulation.log[start:]
+    assert new and all(w == "w2" or "w2" in seen for w, seen in new), new
+    record = json.loads(again.stdout)
+    assert record["reward_table"]["reused_runs"] >= 24 * 2  # every single run of w0 and w1
+    asked = run_cli("ask", "--config", str(uses), simulation.questions[1].text)
+    assert asked.returncode == 0 and "note:" not in asked.stderr, asked.stderr
+
+    # A worker removed, or renamed: one line naming it and the command that trains again.
+    gone = tmp_path / "gone.toml"
+    gone.write_text(pool(simulation, tmp_path / "g.toml", ["w0", "w2"]).read_text().replace(
+        "max_steps = 2", 'max_steps = 2\nmodel = "team"'))  # fmt: skip
+    line = assert_one_line_error(
+        run_cli("ask", "--config", str(gone), "2+2?"), 1, "lacks w1", "--out team --force"
+    )
+    assert "renamed" not in line
+    renamed = tmp_path / "renamed.toml"
+    renamed.write_text(uses.read_text().replace('name = "w1"', 'name = "helper"'))
+    proc = run_cli("ask", "--config", str(renamed), "2+2?")
+    assert_one_line_error(proc, 1, "w1 (renamed helper?)")
+
+
+def test_a_worker_that_fails_every_call_is_named_and_training_goes_on(
+    simulation: SimulatedPool, tmp_path: Path, gguf_path: Path
+) -> None:
+    config = pool(simulation, tmp_path / "dead.toml", ["w0", "w1"])
+    # Nothing listens on port 9 of the loopback: every call to w1 is refused.
+    config.write_text(config.read_text().replace(simulation.api_base, "http://127.0.0.1:9/v1"))
+    config.write_text(config.read_text().replace("http://127.0.0.1:9/v1", simulation.api_base, 1))
+    data = simulation.files(tmp_path)[1]
+    proc = run_cli("train", "qa", str(data), "--config", str(config), "--out", "d", *TRAIN)
+    assert proc.returncode == 0, proc.stderr
+    assert "worker w1 failed every call" in proc.stdout, proc.stdout
+    assert "conductor workers test w1" in proc.stdout
+
+
+def test_bad_budgets_are_one_line(
+    simulation: SimulatedPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = pool(simulation, tmp_path / "two.toml", ["w0", "w1"])
+    data = simulation.files(tmp_path)[1]
+    train = ("train", "qa", str(data), "--config", str(config), "--out", "b", "--holdout", "0")
+    calls = simulation.calls
+    assert_one_line_error(run_cli(*train, "--max-cost", "0.5"), 2, "no price", "w0, w1")
+    assert_one_line_error(
+        run_cli(*train, "--method", "grpo", "--max-calls", "100"), 2, "--max-calls", "LoRA"
+    )
+    assert_one_line_error(run_cli(*train, "--search", "some"), 2, "--search", "adaptive")
+    assert_one_line_error(
+        run_cli(*train, "--rounds", "2", "--max-calls", "900"), 2, "--rounds 2", "not budgeted"
+    )
+    assert simulation.calls == calls
+    # A price in the config makes --max-cost possible: the dry run says dollars.
+    priced = tmp_path / "priced.toml"
+    priced.write_text(
+        config.read_text().replace(
+            "retries = 0", "retries = 0\ninput_cost_per_mtok = 1.0\noutput_cost_per_mtok = 2.0"
+        )
+    )
+    dry = run_cli("train", "qa", str(data), "--config", str(priced), "--out", "b",
+                  "--holdout", "0", "--max-cost", "0.5", "--dry-run", "--json")  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["estimate"]["max_dollars"] > 0
+    assert "at most $" in dry.stderr
+    assert simulation.calls == calls
+
+
+def test_step_keys_count_each_distinct_step_once() -> None:
+    shapes = enumerate_shapes(["a", "b"])
+    none: frozenset[str] = frozenset()
+    # Singles 2, second steps that see nothing 2 (one per worker), chains 4.
+    assert new_calls(shapes, none, cached=True) == 8
+    assert new_calls(shapes, none, cached=False) == 2 + 8 * 2
+    singles = {k for s in shapes[:2] for k in step_keys(s, none)}
+    chain = next(s for s in shapes if s.sees == ((), (0,)))
+    assert new_calls([chain], none, cached=True, paid=singles) == 1
+    # A step a tool reads is asked for a program: not the single run's request.
+    assert new_calls([chain], frozenset({chain.workers[1]}), cached=True, paid=singles) == 2
+
+
+def test_the_search_spends_where_the_policy_is_unsure_and_within_its_budget() -> None:
+    rng = np.random.default_rng(0)
+    # Two kinds of 20 questions each, far apart. Shape 0 is right on kind A and wrong on kind
+    # B; shape 1 is wrong on A and right half the time on B (0.75: no shape is sure there);
+    # shapes 2.. are unmeasured.
+    x = np.vstack([np.zeros((20, 2)), 10 + np.zeros((20, 2))]) + rng.normal(0, 0.1, (40, 2))
+    obs = Observations.empty(40, 6)
+    for q in range(40):
+        obs.add(q, 0, 1.0 if q < 20 else 0.5)
+        obs.add(q, 1, 0.5 if q < 20 else 0.75)
+    near = neighbours(x)
+    jobs = next_batch(obs, near, [1] * 6, budget=10, rng=rng, max_jobs=40, floor=0.5)
+    assert 0 < len(jobs) <= 10
+    assert all(q >= 20 for q, _ in jobs), jobs  # kind A is settled: shape 0 is always right
+    assert all(s >= 2 for _, s in jobs)  # only the unmeasured
+    closed = np.zeros((40, 6), dtype=bool)
+    closed[:, 2:] = True
+    assert next_batch(obs, near, [1] * 6, 10, rng, 40, closed, floor=0.5) == []
+    assert next_batch(obs, near, [3] * 6, 2, rng, 40, floor=0.5) == []  # nothing fits
