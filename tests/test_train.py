@@ -29,12 +29,13 @@ from conductor_cli.evals.records import Problem
 from conductor_cli.run.planner import WorkerInfo, plan_messages
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
+from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
 from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
 from conductor_cli.train.measured import store_path
 from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.reward import reward
-from conductor_cli.train.session import Checkpoint, read_checkpoint, split
+from conductor_cli.train.session import split
 from conductor_cli.train.shapes import ANSWER_TASK, CHECK_TASK, enumerate_shapes, shape_grammar
 
 from .conftest import assert_one_line_error, run_cli, start_cli

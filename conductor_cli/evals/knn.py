@@ -34,7 +34,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -79,68 +78,17 @@ def question_text(problem: Problem) -> str:
 
 
 def embed(model: Path, texts: Sequence[str], *, n_threads: int = 0) -> np.ndarray:
-    """One L2-normalized, mean-pooled final hidden state per text (rows, float64).
+    """One L2-normalized, mean-pooled final hidden state per text (rows, float64), read as
+    train/features.py reads the planning prompt's (backends/hidden_states.py)."""
+    from conductor_cli.backends.hidden_states import HiddenStates
 
-    Read the way train/features.py reads the planning prompt's: the model's own pooling (none),
-    every token's state, the mean taken here. (llama.cpp's MEAN pooling would do the same but
-    says on stderr that it differs from the model's default.)"""
-    import llama_cpp
-
-    from conductor_cli.backends.hardware import physical_cores
-    from conductor_cli.backends.llamacpp import load_llama, stderr_note
-
-    llama: Any = load_llama(
-        model,
-        stderr_note,
-        n_ctx=EMBED_TOKENS,
-        n_batch=EMBED_TOKENS,
-        n_threads=n_threads or physical_cores(),
-        embedding=True,
-        pooling_type=llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED,  # the model's own: none
-    )
+    states = HiddenStates(model, n_ctx=EMBED_TOKENS, n_batch=EMBED_TOKENS, n_threads=n_threads)
     try:
-        size = int(llama_cpp.llama_model_n_embd(llama.model))
-        memory = llama_cpp.llama_get_memory(llama.ctx)
-        means: list[np.ndarray] = []
-        pending: list[list[int]] = []
-
-        def decode() -> None:
-            # Several questions a decode, each its own sequence (the attention keeps them
-            # apart): one decode costs much more than its tokens on a busy machine.
-            llama_cpp.llama_memory_clear(memory, True)
-            llama._batch.reset()
-            for seq, tokens in enumerate(pending):
-                # Every token an output: its state is read (and embeddings mode wants them all).
-                llama._batch.add_sequence(tokens, seq, True)
-            llama._ctx.decode(llama._batch)
-            states = np.ctypeslib.as_array(
-                llama_cpp.llama_get_embeddings(llama.ctx),
-                shape=(sum(len(t) for t in pending), size),
-            ).astype(np.float64)
-            start = 0
-            for tokens in pending:
-                means.append(states[start : start + len(tokens)].mean(0))
-                start += len(tokens)
-            pending.clear()
-
-        encoded = [llama.tokenize(t.encode("utf-8"), add_bos=True)[:EMBED_TOKENS] for t in texts]
-        for tokens in encoded:
-            if not tokens:
-                continue
-            if pending and (
-                sum(len(t) for t in pending) + len(tokens) > EMBED_TOKENS
-                or len(pending) >= llama.context_params.n_seq_max
-            ):
-                decode()
-            pending.append(tokens)
-        if pending:
-            decode()
-        it = iter(means)
-        rows = [next(it) if tokens else np.zeros(size) for tokens in encoded]
+        rows = states.means([states.tokens(t)[:EMBED_TOKENS] for t in texts])
     except (RuntimeError, ValueError) as e:
         raise ModelError(f"llama.cpp could not embed the questions with {model} ({e})") from None
     finally:
-        llama.close()
+        states.close()
     x = np.stack(rows) if rows else np.zeros((0, 1))
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0)

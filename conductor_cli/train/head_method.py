@@ -42,23 +42,15 @@ from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
 from conductor_cli.train.rewards import Job, RewardRuns
 from conductor_cli.train.round_head import train_round_head
+from conductor_cli.train.runner import Runner, held_out_score
 from conductor_cli.train.session import (
     OnProgress,
     Progress,
-    Runner,
     TrainOptions,
     check_keys,
-    disk_full,
-    held_out_score,
-    install,
-    prepare,
     record_head,
     resolve_base,
     split_problems,
-    stage,
-    target,
-    work_dir,
-    write_json,
 )
 from conductor_cli.train.shapes import MAX_SHAPES, Shape, enumerate_shapes
 from conductor_cli.train.spend import check as check_spend
@@ -69,6 +61,15 @@ from conductor_cli.train.spend import (
     step_keys,
     tool_workers,
     write_spent,
+)
+from conductor_cli.train.workdir import (
+    disk_full,
+    install,
+    prepare,
+    stage,
+    target,
+    work_dir,
+    write_json,
 )
 
 TIE_BREAK = 0.001

@@ -39,32 +39,29 @@ from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, work
 from conductor_cli.storage import paths
 from conductor_cli.train import registry
 from conductor_cli.train.adapter_gguf import MODULES
+from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.examples import Encoder, Example
+from conductor_cli.train.runner import SEED_STRIDE, HeldOut, Runner, held_out_score, reward_of
 from conductor_cli.train.session import (
-    SEED_STRIDE,
-    HeldOut,
     OnProgress,
     Progress,
-    Runner,
     TrainOptions,
     check_keys,
+    record_head,
+    resolve_base,
+    split_problems,
+)
+from conductor_cli.train.shapes import Shape, enumerate_shapes, shape_grammar
+from conductor_cli.train.workdir import (
     disk_full,
-    held_out_score,
     install,
     prepare,
-    read_checkpoint,
-    record_head,
     replace_dir,
-    resolve_base,
-    reward_of,
-    run_checkpointed,
-    split_problems,
     stage,
     target,
     work_dir,
     write_json,
 )
-from conductor_cli.train.shapes import Shape, enumerate_shapes, shape_grammar
 
 if TYPE_CHECKING:
     from conductor_cli.train.policy import Policy

@@ -5,7 +5,7 @@ shape written with the fingerprints of its workers (`registry.worker_fingerprint
 endpoint and the settings that change a reply, not the name). So training again after adding,
 replacing or retuning a worker finds every row of the shapes it does not touch and measures
 only those that involve it; a renamed worker keeps its rows. The store is
-`DATA_DIR/train/measured.jsonl`, appended one whole line at a time (`session.Checkpoint`): a
+`DATA_DIR/train/measured.jsonl`, appended one whole line at a time (`checkpoint.Checkpoint`): a
 row torn by Ctrl-C or a full disk is skipped and measured again.
 """
 

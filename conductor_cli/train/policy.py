@@ -19,7 +19,7 @@ from conductor_cli.errors import InputError
 from conductor_cli.train.adapter_gguf import MODULES, pairs_from_peft, write_adapter
 from conductor_cli.train.base_copy import load_base
 from conductor_cli.train.examples import Example
-from conductor_cli.train.session import replace_dir
+from conductor_cli.train.workdir import replace_dir
 
 TORCH_EXTRA = "pip install 'conductor-cli[train]' (torch, transformers, peft, gguf; about 6 GB)"
 # Above this a conductor's GGUF is a multi-billion-parameter model: fitting a LoRA to it on

@@ -13,6 +13,7 @@ from conductor_cli.errors import BudgetError
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.budget import Budget
 from conductor_cli.storage import paths
+from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
 from conductor_cli.train.measured import (
     Key,
     Measurement,
@@ -22,7 +23,7 @@ from conductor_cli.train.measured import (
     shape_key,
 )
 from conductor_cli.train.reward import run_cost
-from conductor_cli.train.session import SEED_STRIDE, Checkpoint, Runner, read_checkpoint
+from conductor_cli.train.runner import SEED_STRIDE, Runner
 from conductor_cli.train.shapes import Shape
 
 Job = tuple[int, int, int]  # (training question, shape, repeat)
