@@ -68,6 +68,7 @@ KIND_TEXT = {
     "chain": "Draft an attempt, then refine it: puzzle {n} about hidden symbols.",
     "cue": "Recall the code word that opens locker number {n}.",
     "calc": "What is {n} * 7919 + 13?",
+    "join": "Compare two independent drafts, then settle case {n} of the ledger audit.",
 }
 
 
@@ -82,7 +83,7 @@ TWO_SPECIALISTS = {"w0": {"arith": 0.95, "words": 0.2}, "w1": {"arith": 0.2, "wo
 @dataclass
 class SimulatedPool:
     """skills[worker][kind]: P(right) alone; helped[worker][kind] = (helper, P(right) when it
-    sees an output of `helper`)."""
+    sees an output of `helper`; "w0+w1": when it sees outputs of both)."""
 
     questions: Mapping[int, SimulatedQuestion]
     skills: Mapping[str, Mapping[str, float]]
@@ -140,7 +141,8 @@ class SimulatedPool:
 
     def probability(self, worker: str, kind: str, seen: set[str]) -> float:
         helper = self.helped.get(worker, {}).get(kind)
-        if helper is not None and helper[0] in seen:
+        # A helper is one worker, or several ("w0+w1") whose outputs must all be seen.
+        if helper is not None and set(helper[0].split("+")) <= seen:
             return helper[1]
         return self.skills.get(worker, {}).get(kind, 0.0)
 

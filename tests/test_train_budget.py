@@ -19,7 +19,7 @@ from conductor_cli.train.shapes import enumerate_shapes
 from conductor_cli.train.spend import new_calls, step_keys
 
 from .conftest import assert_one_line_error, run_cli
-from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
+from .simulated_pool import KIND_TEXT, TWO_SPECIALISTS, SimulatedPool, make_questions
 
 # A third worker, right half the time on both kinds: what joins the pool later.
 W2 = {"arith": 0.5, "words": 0.5}
@@ -223,3 +223,43 @@ def test_the_search_spends_where_the_policy_is_unsure_and_within_its_budget() ->
     closed[:, 2:] = True
     assert next_batch(obs, near, [1] * 6, 10, rng, 40, closed, floor=0.5) == []
     assert next_batch(obs, near, [3] * 6, 2, rng, 40, floor=0.5) == []  # nothing fits
+
+
+def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
+    # The join kind: w2 is right 95 % only when it sees both w0's and w1's answers; every
+    # worker alone, and w2 seeing one of them, is right at most 20 %. Only `w0 > w1 > w2<0,1`
+    # (two independent answers, then a step that sees both) solves it. arith is w0's.
+    skills = {
+        "w0": {"arith": 0.95, "join": 0.2},
+        "w1": {"arith": 0.2, "join": 0.2},
+        "w2": {"arith": 0.2, "join": 0.1},
+    }
+    sim = SimulatedPool(
+        make_questions(["arith", "join"], 16), skills, {"w2": {"join": ("w0+w1", 0.95)}}
+    )
+    try:
+        config = sim.config(tmp_path / "three.toml", max_steps=3)
+        data = sim.files(tmp_path)[1]
+        proc = run_cli(
+            "train", "qa", str(data), "--config", str(config), "--out", "j", "--json",
+            "--holdout", "0", "--generations", "30", "--tasks", "fixed",
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        assert record["hyperparameters"]["max_shape_steps"] == 3
+        assert record["worker_calls"] <= 2.5 * 3 * 32  # the default budget
+        uses = tmp_path / "uses.toml"
+        uses.write_text(config.read_text().replace("max_steps = 3", 'max_steps = 3\nmodel = "j"'))
+        # A question of each kind the training never saw.
+        join = "[Q901] " + KIND_TEXT["join"].format(n=901)
+        asked = run_cli("ask", "--config", str(uses), "--json", join)
+        assert asked.returncode == 0, asked.stderr
+        steps = json.loads(asked.stdout)["workflow"]["steps"]
+        assert [(s["worker"], s["sees"]) for s in steps] == [("w0", []), ("w1", []), ("w2", [0, 1])]
+        arith = "[Q902] " + KIND_TEXT["arith"].format(n=902)
+        asked = run_cli("ask", "--config", str(uses), "--json", arith)
+        assert asked.returncode == 0, asked.stderr
+        steps = json.loads(asked.stdout)["workflow"]["steps"]
+        assert steps[-1]["worker"] == "w0" and len(steps) <= 2, steps
+    finally:
+        sim.close()

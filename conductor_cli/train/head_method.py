@@ -52,7 +52,7 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.shapes import MAX_SHAPES, Shape, enumerate_shapes
+from conductor_cli.train.shapes import MAX_SHAPES, Shape, enumerate_shapes, join_shapes
 from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.spend import (
     estimate,
@@ -82,10 +82,15 @@ RUN_ID = "run.json"
 def candidate_shapes(workers: Sequence[str], max_steps: int, search: str) -> list[Shape]:
     """`all`: every shape of at most two steps, as measured since the head method began.
     `adaptive`: those whose every step counts, a single worker or a chain (a step the last one
-    does not see only repeats a single worker's run)."""
+    does not see only repeats a single worker's run), and, where max_steps allows three and
+    the total stays within MAX_SHAPES (4 workers: 44), two independent answers and a third
+    step that sees both."""
     shapes = enumerate_shapes(workers, max_steps, limit=None)
     if search == "adaptive":
         shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
+        joins = join_shapes(workers) if max_steps >= 3 else []
+        if len(shapes) + len(joins) <= MAX_SHAPES:
+            shapes += joins
     if len(shapes) > MAX_SHAPES:
         raise InputError(
             f"the pool's {len(workers)} workers make {len(shapes)} workflow shapes; the head "
@@ -378,7 +383,7 @@ def train_head(
             "hyperparameters": {
                 "search": options.search,
                 "shapes": len(shapes),
-                "max_shape_steps": 2,
+                "max_shape_steps": max(len(s.workers) for s in shapes),
                 "repeats": repeats,
                 "pca_dims": int(components.shape[0]),
                 "generations": options.generations,

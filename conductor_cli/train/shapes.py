@@ -2,9 +2,11 @@
 
 A head learns to pick a shape; the conductor then writes each step's task under a grammar that
 fixes the shape. Shapes of at most two steps are enumerated: n workers give n + 2n² shapes
-(21 for 3 workers, 36 for 4, 55 for 5). Beyond MAX_SHAPES the table of rewards per (question,
-shape) is too costly to fill, and the head method refuses the pool; the LoRA methods sample
-workflows from the conductor instead, and draw exploration shapes from any number.
+(21 for 3 workers, 36 for 4, 55 for 5); the adaptive search adds three-step joins
+(`join_shapes`) where conductor.max_steps allows three and the pool is small enough. Beyond
+MAX_SHAPES a head of one score per shape is too large to learn from a few hundred questions,
+and the head method refuses the pool; the LoRA methods sample workflows from the conductor
+instead, and draw exploration shapes from any number.
 """
 
 from __future__ import annotations
@@ -86,6 +88,18 @@ def enumerate_shapes(
             "--method expert-iteration or grpo, which sample workflows instead, or a smaller pool"
         )
     return shapes
+
+
+def join_shapes(workers: Sequence[str]) -> list[Shape]:
+    """Three steps: two workers answer independently, a third sees both (`a > b > c<0,1`), for
+    each pair a before b in the pool's order and each c: n * n(n-1)/2 shapes."""
+    names = list(workers)
+    return [
+        Shape((a, b, c), ((), (), (0, 1)))
+        for i, a in enumerate(names)
+        for b in names[i + 1 :]
+        for c in names
+    ]
 
 
 # A later round's empty workflow: keep the team's answer (`train --rounds`).
