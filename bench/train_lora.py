@@ -45,7 +45,7 @@ def main() -> None:
     from conductor_cli.evals.datasets import load_qa
     from conductor_cli.train.head_method import train_head
     from conductor_cli.train.lora_method import train_lora
-    from conductor_cli.train.session import TrainOptions
+    from conductor_cli.train.session import LoraOptions, TrainOptions
 
     per_kind = (args.train + args.held_out) // len(KINDS) + 1
     bank = make_questions(KINDS, per_kind, seed=args.seed)
@@ -63,11 +63,13 @@ def main() -> None:
             dataset="qa",
             seed=args.seed,
             force=True,
-            iterations=args.iterations,
-            epochs=args.epochs,
-            samples=args.samples,
-            steps=args.steps,
-            eval_every=args.eval_every,
+            lora=LoraOptions(
+                iterations=args.iterations,
+                epochs=args.epochs,
+                samples=args.samples,
+                steps=args.steps,
+                eval_every=args.eval_every,
+            ),
             evaluate_before=method != "head",
         )
         start = time.monotonic()

@@ -159,7 +159,7 @@ def train_cmd(
     from conductor_cli.errors import InputError
     from conductor_cli.evals.datasets import load_dataset, select
     from conductor_cli.train import train
-    from conductor_cli.train.session import TrainOptions
+    from conductor_cli.train.session import HeadOptions, LoraOptions, TrainOptions
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
@@ -172,26 +172,30 @@ def train_cmd(
         seed=seed,
         repeats=repeats,
         cost_weight=cost_weight,
-        generations=generations,
         concurrency=concurrency,
         force=force,
         resume=resume,
-        iterations=iterations,
-        samples=samples,
-        steps=steps,
-        questions_per_step=questions_per_step,
-        eval_every=eval_every,
-        learning_rate=learning_rate,
-        epochs=epochs,
-        rank=rank,
-        explore=explore,
-        device=device,
-        tasks=tasks,
-        rounds=rounds,
-        search=search,
-        max_calls=max_calls,
-        max_cost=max_cost,
-        dry_run=dry_run,
+        head=HeadOptions(
+            generations=generations,
+            tasks=tasks,
+            rounds=rounds,
+            search=search,
+            max_calls=max_calls,
+            max_cost=max_cost,
+            dry_run=dry_run,
+        ),
+        lora=LoraOptions(
+            iterations=iterations,
+            samples=samples,
+            steps=steps,
+            questions_per_step=questions_per_step,
+            eval_every=eval_every,
+            learning_rate=learning_rate,
+            epochs=epochs,
+            rank=rank,
+            explore=explore,
+            device=device,
+        ),
     )
     with _Display() as display:
         try:

@@ -29,22 +29,23 @@ def train(
     on_progress: OnProgress | None = None,
 ) -> dict[str, Any]:
     """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
-    if method != "head" and options.tasks != "written":
+    if method != "head" and options.head.tasks != "written":
         from conductor_cli.errors import InputError
 
         raise InputError(
-            f"--tasks {options.tasks}: only the head method fixes the words; the LoRA methods "
+            f"--tasks {options.head.tasks}: only the head method fixes the words; the LoRA methods "
             "train the conductor that writes them (leave --tasks out)"
         )
-    if method != "head" and options.rounds != 1:
+    if method != "head" and options.head.rounds != 1:
         from conductor_cli.errors import InputError
 
         raise InputError(
-            f"--rounds {options.rounds}: only the head method learns rounds (when to keep the "
+            f"--rounds {options.head.rounds}: only the head method learns rounds (when to keep the "
             "team's answer); leave --rounds out with --method " + method
         )
+    head = options.head
     if method != "head" and (
-        options.max_calls is not None or options.max_cost is not None or options.dry_run
+        head.max_calls is not None or head.max_cost is not None or head.dry_run
     ):
         from conductor_cli.errors import InputError
 

@@ -124,7 +124,7 @@ def _measure(
     the workflow runs it rests on)."""
     shapes = runs.shapes
     n = len(runs.training)
-    repeats = options.repeats if options.search == "all" else 1
+    repeats = options.repeats if options.head.search == "all" else 1
     obs = Observations.empty(n, len(shapes))
     jobs_seen: set[Job] = set()
 
@@ -149,7 +149,7 @@ def _measure(
     for r in range(repeats):  # single runs first: a chain's first step is then a cache hit
         measure([(q, s, r) for q in range(n) for s in singles])
     near = neighbours(inputs)
-    if options.search == "all":
+    if options.head.search == "all":
         rest = [i for i in range(len(shapes)) if i not in singles]
         measure([(q, s, r) for r in range(repeats) for q in range(n) for s in rest])
         table = obs.means()
@@ -221,20 +221,20 @@ def train_head(
     started = time.monotonic()
     _require_cma()
     name = registry.check_name(options.name)
-    if not options.dry_run:
+    if not options.head.dry_run:
         name, final = target(options)
     if options.repeats < 1:
         raise InputError(f"--repeats {options.repeats}: must be at least 1")
-    if not 1 <= options.rounds <= MAX_ROUNDS_LIMIT:
-        raise InputError(f"--rounds {options.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
-    if options.tasks not in TASKS:
-        raise InputError(f"--tasks {options.tasks!r}: use one of {', '.join(TASKS)}")
-    if options.search not in SEARCHES:
-        raise InputError(f"--search {options.search!r}: use one of {', '.join(SEARCHES)}")
+    if not 1 <= options.head.rounds <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"--rounds {options.head.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
+    if options.head.tasks not in TASKS:
+        raise InputError(f"--tasks {options.head.tasks!r}: use one of {', '.join(TASKS)}")
+    if options.head.search not in SEARCHES:
+        raise InputError(f"--search {options.head.search!r}: use one of {', '.join(SEARCHES)}")
     check_keys(config)
     c = config.conductor
     names = [w.name for w in config.workers]
-    shapes = candidate_shapes(names, c.max_steps, options.search)
+    shapes = candidate_shapes(names, c.max_steps, options.head.search)
     training, held_out = split_problems(problems, options, held_out_ids)
     fingerprints = {w.name: registry.worker_fingerprint(w) for w in config.workers}
     meta = {
@@ -244,10 +244,10 @@ def train_head(
         "held_out": sorted(p.id for p in held_out),
         "seed": options.seed,
         "repeats": options.repeats,
-        "search": options.search,
+        "search": options.head.search,
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
-        **({"rounds": options.rounds} if options.rounds > 1 else {}),
+        **({"rounds": options.head.rounds} if options.head.rounds > 1 else {}),
     }
     work = work_dir(name)
     runner = Runner(config, problems)
@@ -266,7 +266,7 @@ def train_head(
             Budget(),
             options.concurrency,
         )
-        repeats = options.repeats if options.search == "all" else 1
+        repeats = options.repeats if options.head.search == "all" else 1
         measured = {
             (q, s, r)
             for q in range(len(training))
@@ -278,17 +278,17 @@ def train_head(
             config,
             training,
             shapes,
-            search=options.search,
+            search=options.head.search,
             repeats=repeats,
             held_out=len(held_out),
-            rounds=options.rounds,
+            rounds=options.head.rounds,
             before=options.evaluate_before,
-            max_calls=options.max_calls,
+            max_calls=options.head.max_calls,
             measured=measured,
             prices=prices,
         )
-        check_spend(plan, options.max_calls, options.max_cost, rounds=options.rounds)
-        if options.dry_run:
+        check_spend(plan, options.head.max_calls, options.head.max_cost, rounds=options.head.rounds)
+        if options.head.dry_run:
             on_progress(Progress("note", 0, 0, plan.line()))
             return {"name": name, "method": "head", "dry_run": True, "estimate": plan.to_dict()}
         base_spec, base = resolve_base(config, "head")
@@ -299,8 +299,8 @@ def train_head(
         spent = read_spent(work) if options.resume else (0, 0.0)
         spent = (max(spent[0], runs.own_calls()), spent[1])
         runs.budget = Budget(
-            max_cost=None if options.max_cost is None else options.max_cost - spent[1],
-            max_calls=None if options.max_calls is None else options.max_calls - spent[0],
+            max_cost=None if options.head.max_cost is None else options.head.max_cost - spent[1],
+            max_calls=None if options.head.max_calls is None else options.head.max_calls - spent[0],
             exempt=frozenset({CONDUCTOR_LABEL}),
         )
         infos = worker_infos(config.workers)
@@ -312,18 +312,18 @@ def train_head(
         features.close()
         features = None
         x = np.stack(hidden).astype(np.float64)
-        mean, scale, components = fit_pca(x, options.pca_dims)
+        mean, scale, components = fit_pca(x, options.head.pca_dims)
         zeros = np.zeros((components.shape[0] + 1, len(shapes)))
         head0 = Head(mean, scale, components, zeros, tuple(shapes))
         inputs = head0.project(x)
         reward_limit = plan.rewards
-        if options.max_calls is not None:  # the held-out runs' share stays theirs
+        if options.head.max_calls is not None:  # the held-out runs' share stays theirs
             runs.budget.max_calls = reward_limit - spent[0]
         table, workflow_runs = _measure(
             runs, inputs, options, reward_limit, spent[0], config.cache.enabled, on_progress
         )
-        if options.max_calls is not None:
-            runs.budget.max_calls = options.max_calls - spent[0]
+        if options.head.max_calls is not None:
+            runs.budget.max_calls = options.head.max_calls - spent[0]
         reward_calls = spent[0] + runs.budget.calls
         budget_stopped = runs.stopped
         before = None
@@ -335,14 +335,14 @@ def train_head(
                 options,
                 "untrained conductor",
                 on_progress,
-                options.rounds,
+                options.head.rounds,
                 runs.budget,
             )
         curve: list[dict[str, float]] = []
 
         def generation(g: int, value: float) -> None:
             curve.append({"generation": g + 1, "train_reward": round(value, 4)})
-            on_progress(Progress("evolve", g + 1, options.generations, f"reward {value:.3f}"))
+            on_progress(Progress("evolve", g + 1, options.head.generations, f"reward {value:.3f}"))
 
         # Among shapes that are equally right, the fewer steps (a hair per step breaks ties).
         steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
@@ -350,14 +350,14 @@ def train_head(
             inputs,
             table - TIE_BREAK * steps,
             seed=options.seed,
-            generations=options.generations,
+            generations=options.head.generations,
             on_generation=generation,
         )
         head = replace(head0, weights=weights)
         picks = np.argmax(inputs @ weights, axis=1)
         fixed, fixed_reward = best_fixed_shape(table, shapes)
         round_head = round_part = None
-        if options.rounds > 1:
+        if options.head.rounds > 1:
             round_head, round_part = train_round_head(
                 runner,
                 base.path,
@@ -381,20 +381,20 @@ def train_head(
             "base_sha256": file_sha256(base.path),
             "worker_fingerprints": fingerprints,
             "hyperparameters": {
-                "search": options.search,
+                "search": options.head.search,
                 "shapes": len(shapes),
                 "max_shape_steps": max(len(s.workers) for s in shapes),
                 "repeats": repeats,
                 "pca_dims": int(components.shape[0]),
-                "generations": options.generations,
+                "generations": options.head.generations,
                 "cost_weight": options.cost_weight,
                 "optimizer": "sep-CMA-ES (cma)",
-                "tasks": options.tasks,
-                "rounds": options.rounds,
+                "tasks": options.head.tasks,
+                "rounds": options.head.rounds,
             },
             "estimate": plan.to_dict(),
             "reward_table": {
-                "search": options.search,
+                "search": options.head.search,
                 "workflow_runs": workflow_runs,
                 "measured_share": round(workflow_runs / (len(training) * len(shapes) * repeats), 4),
                 "reused_runs": sum(
@@ -414,7 +414,7 @@ def train_head(
             **({"round_table": round_part} if round_part else {}),
             "curve": curve,
             "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
-            "limits": {"max_calls": options.max_calls, "max_cost": options.max_cost},
+            "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},
             "worker_calls": None,
             "device": "cpu (llama.cpp)",
             "wall_seconds": None,
@@ -422,8 +422,8 @@ def train_head(
         write_json(staged / registry.RECORD, record)
         install(work, final, options.force or options.resume)
         # With rounds, the trained conductor in one round too: what its later rounds add.
-        for rounds in sorted({1, options.rounds}):
-            label = "trained conductor" + (f", {rounds} rounds" if options.rounds > 1 else "")
+        for rounds in sorted({1, options.head.rounds}):
+            label = "trained conductor" + (f", {rounds} rounds" if options.head.rounds > 1 else "")
             after = held_out_score(
                 runner, held_out, name, options, label, on_progress, rounds, runs.budget
             )

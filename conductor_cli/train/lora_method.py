@@ -297,17 +297,17 @@ def train_lora(
     name, final = target(options)
     for flag, value in (
         ("--repeats", options.repeats),
-        ("--samples", options.samples),
-        ("--iterations", options.iterations),
-        ("--steps", options.steps),
+        ("--samples", options.lora.samples),
+        ("--iterations", options.lora.iterations),
+        ("--steps", options.lora.steps),
     ):
         if value < 1:
             raise InputError(f"{flag} {value}: must be at least 1")
     check_keys(config)
     c = config.conductor
     base_spec, base = resolve_base(config, method)
-    device = pick_device(options.device, base.path)
-    lr = options.learning_rate or LEARNING_RATE[method]
+    device = pick_device(options.lora.device, base.path)
+    lr = options.lora.learning_rate or LEARNING_RATE[method]
     shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps, limit=None)
     training, held_out = split_problems(problems, options, held_out_ids)
     meta = {
@@ -317,11 +317,11 @@ def train_lora(
         "held_out": sorted(p.id for p in held_out),
         "seed": options.seed,
         "repeats": options.repeats,
-        "samples": options.samples,
+        "samples": options.lora.samples,
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
         "learning_rate": lr,
-        "rank": options.rank,
+        "rank": options.lora.rank,
     }
     work = work_dir(name)
     prepare(work, options, meta)
@@ -343,7 +343,7 @@ def train_lora(
     policy = Policy(
         base.path,
         device=device,
-        rank=options.rank,
+        rank=options.lora.rank,
         checkpoint=policy_dir if policy_dir.exists() else None,
         seed=options.seed,
     )
@@ -362,7 +362,7 @@ def train_lora(
             before = evaluate("untrained conductor", None)
             state["before"] = before.to_dict() if before is not None else None
             write_json(state_file, state)
-        total = options.iterations if method == "expert-iteration" else options.steps
+        total = options.lora.iterations if method == "expert-iteration" else options.lora.steps
         order = list(range(len(training)))
         random.Random(options.seed).shuffle(order)
         while state["done"] < total:
@@ -372,10 +372,10 @@ def train_lora(
             sampler = Sampler(runner, str(current or base_spec), infos, shapes, options)
             if method == "expert-iteration":
                 batch = training
-                explore = options.explore
+                explore = options.lora.explore
                 sampling = f"round {k}/{total}: sampling"
             else:
-                per = options.questions_per_step
+                per = options.lora.questions_per_step
                 batch = [training[order[(i + (k - 1) * per) % len(order)]] for i in range(per)]
                 explore = 0.0  # on policy
                 sampling = f"step {k}/{total}: sampling"
@@ -385,7 +385,7 @@ def train_lora(
             samples = sample_round(
                 sampler,
                 batch,
-                options.samples,
+                options.lora.samples,
                 explore,
                 options.seed * 1000 + k,
                 step_dir / SAMPLES,
@@ -401,7 +401,7 @@ def train_lora(
                 weights = [1.0] * len(chosen)
                 examples = [_example(encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
                 rng = random.Random(options.seed + k)
-                batches = minibatches(chosen, MINIBATCH, rng, options.epochs)
+                batches = minibatches(chosen, MINIBATCH, rng, options.lora.epochs)
                 fit_before = _mean_routing_logprob(policy, examples)
                 for done_steps, batch_ids in enumerate(batches, 1):
                     part = [examples[i] for i in batch_ids]
@@ -439,7 +439,9 @@ def train_lora(
                 # The experts' routing decisions, mean log p per token, before and after.
                 entry["experts_logprob"] = fit
             directory = _conductor_dir(work / f"adapter-{k}", policy, record_of(intermediate=k))
-            evaluate_now = method == "expert-iteration" or k % options.eval_every == 0 or k == total
+            evaluate_now = (
+                method == "expert-iteration" or k % options.lora.eval_every == 0 or k == total
+            )
             if evaluate_now:
                 label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
                 scored = evaluate(label, directory)
@@ -480,13 +482,13 @@ def train_lora(
             base_sha256=file_sha256(base.path),
             hyperparameters={
                 "iterations" if method == "expert-iteration" else "steps": total,
-                "samples_per_question": options.samples,
-                "questions_per_step": options.questions_per_step if method == "grpo" else None,
+                "samples_per_question": options.lora.samples,
+                "questions_per_step": options.lora.questions_per_step if method == "grpo" else None,
                 "repeats": options.repeats,
-                "explore": options.explore if method == "expert-iteration" else 0.0,
-                "epochs": options.epochs if method == "expert-iteration" else 1,
+                "explore": options.lora.explore if method == "expert-iteration" else 0.0,
+                "epochs": options.lora.epochs if method == "expert-iteration" else 1,
                 "learning_rate": lr,
-                "lora_rank": options.rank,
+                "lora_rank": options.lora.rank,
                 "lora_alpha": policy.alpha,
                 "lora_modules": list(MODULES),
                 "loss_on": "routing decisions (worker names, sees, step count)",

@@ -205,7 +205,7 @@ def train_round_head(
     table, calls, resumed = round_table(
         runner, situations, actions, options, work / CHECKPOINT, on_progress
     )
-    mean, scale, components = fit_pca(x, options.pca_dims)
+    mean, scale, components = fit_pca(x, options.head.pca_dims)
     zeros = np.zeros((components.shape[0] + 1, len(actions)))
     head0 = Head(mean, scale, components, zeros, tuple(actions))
     inputs = head0.project(x)
@@ -213,7 +213,9 @@ def train_round_head(
 
     def generation(g: int, value: float) -> None:
         curve.append({"generation": g + 1, "train_reward": round(value, 4)})
-        on_progress(Progress("evolve rounds", g + 1, options.generations, f"reward {value:.3f}"))
+        on_progress(
+            Progress("evolve rounds", g + 1, options.head.generations, f"reward {value:.3f}")
+        )
 
     # Keep costs no step: among equally right actions it wins, then the fewer steps.
     steps = np.array([len(a.workers) for a in actions], dtype=np.float64)
@@ -222,7 +224,7 @@ def train_round_head(
         inputs,
         shaped,
         seed=options.seed + 101,
-        generations=options.generations,
+        generations=options.head.generations,
         on_generation=generation,
     )
     cv_head, cv_keep = cross_validate(
@@ -283,7 +285,10 @@ def cross_validate(
         if not unseen.any() or seen.sum() < 2:
             continue
         weights = evolve(
-            inputs[seen], shaped[seen], seed=options.seed + 211 + k, generations=options.generations
+            inputs[seen],
+            shaped[seen],
+            seed=options.seed + 211 + k,
+            generations=options.head.generations,
         )
         picks = np.argmax(inputs[unseen] @ weights, axis=1)
         head.extend(table[unseen][np.arange(len(picks)), picks].tolist())

@@ -24,24 +24,30 @@ from conductor_cli.train.head import GENERATIONS, PCA_DIMS
 
 
 @dataclass(frozen=True)
-class TrainOptions:
-    name: str
-    dataset: str  # humaneval | mcq | qa
-    holdout: float = 0.2
-    seed: int = 0
-    repeats: int = 2  # runs of each (question, shape): one lucky answer is not a policy
-    cost_weight: float = 0.0
+class HeadOptions:
+    """`--method head` (head_method.py, round_head.py)."""
+
     generations: int = GENERATIONS
     pca_dims: int = PCA_DIMS
-    concurrency: int = 4
-    force: bool = False
-    resume: bool = False
-    evaluate_before: bool = True
-    # head: who writes each step's task once the head has chosen the shape: "written" (the
+    # Who writes each step's task once the head has chosen the shape: "written" (the
     # conductor, under the shape's grammar) or "fixed" (the words the rewards were measured
     # with, shapes.ANSWER_TASK / CHECK_TASK: what was measured is what runs).
     tasks: str = "written"
-    # The LoRA methods (lora_method.py)
+    # Rounds the trained conductor plays; >= 2 also trains the round head (keep the team's
+    # answer or correct it), rewarded on the answer after the last round.
+    rounds: int = 1
+    # "adaptive" (each worker once a question, then calls where the policy is unsure:
+    # explore.py) or "all" (every shape on every question, `repeats` times)
+    search: str = "adaptive"
+    max_calls: int | None = None  # worker calls this training may make (spend.py)
+    max_cost: float | None = None  # USD
+    dry_run: bool = False  # print the estimate, make no call
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """`--method expert-iteration` and `grpo` (lora_method.py)."""
+
     iterations: int = 3  # expert iteration: rounds of sample -> run -> keep the right -> fit
     samples: int = 8  # workflows sampled per question (a round, or a GRPO group)
     steps: int = 40  # GRPO: optimizer steps
@@ -52,15 +58,24 @@ class TrainOptions:
     rank: int = 16
     explore: float = 0.25  # share of a question's samples whose shape is drawn uniformly
     device: str = "auto"  # auto | cpu | cuda
-    # head: rounds the trained conductor plays; >= 2 also trains the round head (keep the
-    # team's answer or correct it), rewarded on the answer after the last round
-    rounds: int = 1
-    # head: "adaptive" (each worker once a question, then calls where the policy is unsure:
-    # explore.py) or "all" (every shape on every question, `repeats` times)
-    search: str = "adaptive"
-    max_calls: int | None = None  # worker calls this training may make (spend.py)
-    max_cost: float | None = None  # USD
-    dry_run: bool = False  # print the estimate, make no call
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """What every method reads, and each method's own options."""
+
+    name: str
+    dataset: str  # humaneval | mcq | qa | mixed
+    holdout: float = 0.2
+    seed: int = 0
+    repeats: int = 2  # runs of each (question, workflow): one lucky answer is not a policy
+    cost_weight: float = 0.0
+    concurrency: int = 4
+    force: bool = False
+    resume: bool = False
+    evaluate_before: bool = True
+    head: HeadOptions = HeadOptions()
+    lora: LoraOptions = LoraOptions()
 
 
 @dataclass(frozen=True)
