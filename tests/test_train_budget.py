@@ -239,7 +239,16 @@ def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
     )
     try:
         config = sim.config(tmp_path / "three.toml", max_steps=3)
-        data = sim.files(tmp_path)[1]
+        # Asked as a user types them (`"instruction": false`), as `ask` below asks them: a
+        # head reads the whole planning prompt.
+        data = tmp_path / "join.jsonl"
+        data.write_text(
+            "".join(
+                json.dumps({"id": f"q{q.number}", "question": q.text, "answer": q.answer,
+                            "instruction": False}) + "\n"
+                for q in sim.questions.values()
+            )
+        )  # fmt: skip
         proc = run_cli(
             "train", "qa", str(data), "--config", str(config), "--out", "j", "--json",
             "--holdout", "0", "--generations", "30", "--tasks", "fixed",

@@ -21,7 +21,7 @@ import numpy as np
 
 NEIGHBOURS = 8
 MIN_GAIN = 0.05
-PRIOR_RUNS = 0.5
+PRIOR_RUNS = 1.0
 
 
 @dataclass

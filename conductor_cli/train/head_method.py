@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
@@ -443,7 +444,10 @@ def train_head(
         raise
     finally:
         if spent is not None and runs is not None and work.is_dir():
-            write_spent(work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
+            # Best effort (a full disk must not hide the error above): a resume also counts
+            # the calls of this training's rows in the store.
+            with contextlib.suppress(OSError):
+                write_spent(work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
         if features is not None:
             features.close()
         runner.close()
