@@ -164,22 +164,6 @@ def main() -> None:
                 out[s] = out.get(s, 0) + 1
         return out
 
-    summary = {}
-    for name, run in runs.items():
-        workers = 5 if name in ("grown", "five") else 4
-        table_ = run["record"]["reward_table"]
-        summary[name] = {
-            **accuracy(right(workers, f"conductor:{name}"), kinds),
-            "worker_calls": run["simulation_calls"],
-            "calls_per_question": round(run["simulation_calls"] / n, 2),
-            "workflow_runs": table_["workflow_runs"],
-            "measured_share": table_.get("measured_share", 1.0),
-            "training_minutes": run["minutes"],
-            "chain_shapes": shapes(workers, f"conductor:{name}", "chain"),
-            "minus_knn_router": paired(
-                right(workers, f"conductor:{name}"), right(workers, "knn-router")
-            ),
-        }
     refs = {}
     for s in evals[4][0]:
         if not s.startswith("conductor:"):
@@ -187,6 +171,23 @@ def main() -> None:
     best_single = max(
         (s for s in refs if s.startswith("single:")), key=lambda s: refs[s]["accuracy"]
     )
+    summary = {}
+    for name, run in runs.items():
+        workers = 5 if name in ("grown", "five") else 4
+        table_ = run["record"]["reward_table"]
+        mine = right(workers, f"conductor:{name}")
+        summary[name] = {
+            **accuracy(mine, kinds),
+            "worker_calls": run["simulation_calls"],
+            "calls_per_question": round(run["simulation_calls"] / n, 2),
+            "workflow_runs": table_["workflow_runs"],
+            "measured_share": table_.get("measured_share", 1.0),
+            "training_minutes": run["minutes"],
+            "chain_shapes": shapes(workers, f"conductor:{name}", "chain"),
+            "minus_knn_router": paired(mine, right(workers, "knn-router")),
+            "minus_best_single": paired(mine, right(workers, best_single)),
+            "minus_untrained": paired(mine, right(workers, "conductor")),
+        }
     report = {
         "simulation": "tests/simulated_pool.py: w0..w3 specialists and the chain kind; w4 60 %",
         "training_questions": n,
@@ -202,15 +203,6 @@ def main() -> None:
         },
         "root": str(root),
     }
-    for name in summary:
-        summary[name]["minus_best_single"] = paired(
-            right(5 if name in ("grown", "five") else 4, f"conductor:{name}"),
-            right(5 if name in ("grown", "five") else 4, best_single),
-        )
-        summary[name]["minus_untrained"] = paired(
-            right(5 if name in ("grown", "five") else 4, f"conductor:{name}"),
-            right(5 if name in ("grown", "five") else 4, "conductor"),
-        )
     if args.plot:
         plot(args.plot, summary, refs, best_single, budgets, len(ids))
     sim.close()

@@ -40,20 +40,23 @@ def read_checkpoint(path: Path, parse: Callable[[dict[str, Any]], tuple[K, V]]) 
 
 def run_checkpointed(
     jobs: Sequence[J],
-    one: Callable[[J], dict[str, Any]],
+    one: Callable[[J], dict[str, Any] | None],
     checkpoint: Path,
     concurrency: int,
     on_row: Callable[[dict[str, Any]], None],
 ) -> int:
     """Run `jobs` on `concurrency` threads; each row is appended to `checkpoint` as it finishes,
-    in the jobs' order, then given to `on_row`. Returns the worker calls made (`calls`). Ctrl-C
-    cancels the jobs not started; the rows written stay for a resume."""
+    in the jobs' order, then given to `on_row` (a job that measured nothing returns None and
+    writes no row). Returns the worker calls made (`calls`). Ctrl-C cancels the jobs not
+    started; the rows written stay for a resume."""
     calls = 0
     with Checkpoint(checkpoint) as out, ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(one, job) for job in jobs]
         try:
             for future in futures:
                 row = waiting.result(future)
+                if row is None:
+                    continue
                 out.append(row)
                 calls += row["calls"]
                 on_row(row)

@@ -53,7 +53,13 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.shapes import MAX_SHAPES, Shape, enumerate_shapes, join_shapes
+from conductor_cli.train.shapes import (
+    MAX_SHAPES,
+    Shape,
+    enumerate_shapes,
+    join_shapes,
+    single_index,
+)
 from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.spend import (
     estimate,
@@ -86,7 +92,7 @@ def candidate_shapes(workers: Sequence[str], max_steps: int, search: str) -> lis
     does not see only repeats a single worker's run), and, where max_steps allows three and
     the total stays within MAX_SHAPES (4 workers: 44), two independent answers and a third
     step that sees both."""
-    shapes = enumerate_shapes(workers, max_steps, limit=None)
+    shapes = enumerate_shapes(workers, max_steps)
     if search == "adaptive":
         shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
         joins = join_shapes(workers) if max_steps >= 3 else []
@@ -146,7 +152,7 @@ def _measure(
                 add(job, m)
         runs.measure(jobs, add)
 
-    singles = [i for i, s in enumerate(shapes) if len(s.workers) == 1]
+    singles = list(single_index(shapes).values())
     for r in range(repeats):  # single runs first: a chain's first step is then a cache hit
         measure([(q, s, r) for q in range(n) for s in singles])
     near = neighbours(inputs)
@@ -163,7 +169,7 @@ def _measure(
     paid = {k for i in singles for k in step_keys(shapes[i], tools)}
     calls = [new_calls([s], tools, cached, paid) for s in shapes]
     batch = max(4 * options.concurrency, n // 4)
-    closed = _settled(runs, singles)
+    closed = _settled(runs)
     while not runs.stopped:
         jobs = next_batch(
             obs, near, calls, reward_limit - spent(), rng, batch, closed, floor=PARSED
@@ -174,11 +180,11 @@ def _measure(
     return estimates(obs, near, PARSED), len(jobs_seen)
 
 
-def _settled(runs: RewardRuns, singles: Sequence[int]) -> np.ndarray:
+def _settled(runs: RewardRuns) -> np.ndarray:
     """(n, S): the shapes an earlier training's search settled on each question: every worker
     of the shape was measured there by it. A new search (a worker added or retuned) buys only
     shapes with a worker that training did not measure; `--search all` measures every one."""
-    single_of = {runs.shapes[i].workers[0]: i for i in singles}
+    single_of = single_index(runs.shapes)
     n = len(runs.training)
     closed = np.zeros((n, len(runs.shapes)), dtype=bool)
     for q in range(n):
@@ -195,8 +201,9 @@ def _settled(runs: RewardRuns, singles: Sequence[int]) -> np.ndarray:
 def _failed_workers(runs: RewardRuns, names: Sequence[str]) -> list[str]:
     """Workers whose every single run in this training failed."""
     failed = []
+    single_of = single_index(runs.shapes)
     for w in names:
-        si = next(i for i, s in enumerate(runs.shapes) if s.workers == (w,))
+        si = single_of[w]
         rows = [runs.get((q, si, 0)) for q in range(len(runs.training))]
         measured = [m for m in rows if m is not None]
         if measured and all(m.failed for m in measured):

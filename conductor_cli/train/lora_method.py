@@ -308,7 +308,7 @@ def train_lora(
     base_spec, base = resolve_base(config, method)
     device = pick_device(options.lora.device, base.path)
     lr = options.lora.learning_rate or LEARNING_RATE[method]
-    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps, limit=None)
+    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
     training, held_out = split_problems(problems, options, held_out_ids)
     meta = {
         "method": method,

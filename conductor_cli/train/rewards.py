@@ -4,16 +4,15 @@ training's budget, each kept in the measured store (measured.py) as it finishes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from conductor_cli import waiting
 from conductor_cli.errors import BudgetError
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.budget import Budget
 from conductor_cli.storage import paths
-from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
+from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.measured import (
     Key,
     Measurement,
@@ -68,7 +67,7 @@ class RewardRuns:
             return
         seed0 = self.runner.config.conductor.seed
 
-        def one(job: Job) -> Measurement | None:
+        def one(job: Job) -> dict[str, Any] | None:
             q, s, r = job
             shape = self.shapes[s]
             try:
@@ -76,26 +75,23 @@ class RewardRuns:
                     self.training[q], shape.workflow(), seed0 + SEED_STRIDE * r, budget=self.budget
                 )
             except BudgetError:
+                self.stopped = True
                 return None
             if run is None:
-                return Measurement(False, 0.0, 0, True, self.run_id)
+                return row_of(self.key(job), Measurement(False, 0.0, 0, True, self.run_id))
             totals = run.totals()
             cost = run_cost(totals["cost"], totals["tokens_in"] + totals["tokens_out"])
-            return Measurement(correct, cost, run.model_calls, False, self.run_id)
+            m = Measurement(correct, cost, run.model_calls, False, self.run_id)
+            return row_of(self.key(job), m)
 
-        with Checkpoint(self.store) as out, ThreadPoolExecutor(self.concurrency) as pool:
-            futures = [(job, pool.submit(one, job)) for job in todo]
-            try:
-                for job, future in futures:
-                    m = waiting.result(future)
-                    if m is None:
-                        self.stopped = True
-                        continue
-                    key = self.key(job)
-                    out.append(row_of(key, m))
-                    self.rows[key] = m
-                    on_done(job, m)
-            except BaseException:
-                for _, future in futures:
-                    future.cancel()
-                raise
+        # Rows come back in the jobs' order; two questions of the same content share a key.
+        jobs_of: dict[Key, list[Job]] = {}
+        for j in todo:
+            jobs_of.setdefault(self.key(j), []).append(j)
+
+        def on_row(row: dict[str, Any]) -> None:
+            key, m = parse_row(row)
+            self.rows[key] = m
+            on_done(jobs_of[key].pop(0), m)
+
+        run_checkpointed(todo, one, self.store, self.concurrency, on_row)

@@ -67,11 +67,9 @@ class Shape:
         )
 
 
-def enumerate_shapes(
-    workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS, limit: int | None = MAX_SHAPES
-) -> list[Shape]:
-    """Every shape of 1..min(max_steps, 2) steps over `workers`, in a fixed order; more than
-    `limit` is refused (the head tries each; the LoRA methods only draw from them)."""
+def enumerate_shapes(workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS) -> list[Shape]:
+    """Every shape of 1..min(max_steps, 2) steps over `workers`, in a fixed order (the head
+    method bounds how many it takes: head_method.candidate_shapes)."""
     names = list(workers)
     if not names:
         raise InputError("the pool has no workers to train a conductor for.")
@@ -81,13 +79,12 @@ def enumerate_shapes(
             for second in names:
                 shapes.append(Shape((first, second), ((), ())))
                 shapes.append(Shape((first, second), ((), (0,))))
-    if limit is not None and len(shapes) > limit:
-        raise InputError(
-            f"the pool's {len(names)} workers make {len(shapes)} workflow shapes; the head "
-            f"method tries each one per question and takes at most {limit} (5 workers): use "
-            "--method expert-iteration or grpo, which sample workflows instead, or a smaller pool"
-        )
     return shapes
+
+
+def single_index(shapes: Sequence[Shape]) -> dict[str, int]:
+    """Each worker's one-step shape: its position in `shapes`."""
+    return {s.workers[0]: i for i, s in enumerate(shapes) if len(s.workers) == 1}
 
 
 def join_shapes(workers: Sequence[str]) -> list[Shape]:

@@ -22,7 +22,7 @@ from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.budget import Pricing
-from conductor_cli.train.shapes import Shape
+from conductor_cli.train.shapes import Shape, single_index
 
 # --search adaptive with no --max-calls: this many worker calls a training question for each
 # worker in the pool (4 workers: 10 a question; trying every shape twice costs about 40).
@@ -131,7 +131,7 @@ def estimate(
     cached = config.cache.enabled
     tools = tool_workers(config)
     names = [w.name for w in config.workers]
-    single_of = {s.workers[0]: i for i, s in enumerate(shapes) if len(s.workers) == 1}
+    single_of = single_index(shapes)
     singles = sum(
         1 for q in range(len(training)) for w in names if (q, single_of[w], 0) not in measured
     )
