@@ -272,3 +272,71 @@ def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
         assert steps[-1]["worker"] == "w0" and len(steps) <= 2, steps
     finally:
         sim.close()
+
+
+# Eight workers (issue 34's part 3), as in bench/prove_eight.py but with fewer questions, so
+# with wider gaps: w0 checked by w3 solves chain, w1 and w2 seen by w5 solve join; w0 is
+# arith's specialist, the others are noise.
+EIGHT = {
+    "w0": {"arith": 0.95, "chain": 0.6, "join": 0.05},
+    "w1": {"arith": 0.1, "chain": 0.05, "join": 0.6},
+    "w2": {"arith": 0.1, "chain": 0.05, "join": 0.6},
+    "w3": {"arith": 0.1, "chain": 0.05, "join": 0.05},
+    "w4": {"arith": 0.6, "chain": 0.1, "join": 0.1},
+    "w5": {"arith": 0.1, "chain": 0.05, "join": 0.05},
+    "w6": {"arith": 0.05, "chain": 0.05, "join": 0.05},
+    "w7": {"arith": 0.3, "chain": 0.05, "join": 0.1},
+}
+EIGHT_HELPED = {"w3": {"chain": ("w0", 0.95)}, "w5": {"join": ("w1+w2", 0.95)}}
+
+
+def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gguf_path: Path
+) -> None:
+    fresh_dirs(tmp_path, monkeypatch, "eight")
+    bank = make_questions(["arith", "chain", "join"], 24)
+    sim = SimulatedPool(bank, EIGHT, EIGHT_HELPED)
+    try:
+        config = sim.config(tmp_path / "eight.toml", max_steps=3)
+        # 60 to train on (20 a kind), as a user types them; 12 the training never sees.
+        rows = [
+            {"id": f"q{q.number}", "question": q.text, "answer": q.answer, "instruction": False}
+            for q in bank.values()
+        ]
+        data, held = tmp_path / "eight.jsonl", tmp_path / "held.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows[:60]))
+        held.write_text("".join(json.dumps(r) + "\n" for r in rows[60:]))
+        # More shapes than the shape head takes: one line, and what to do.
+        proc = run_cli(
+            "train", "qa", str(data), "--config", str(config), "--policy", "shapes", "--dry-run"
+        )
+        assert_one_line_error(proc, 2, "--policy steps")
+        proc = run_cli(
+            "train", "qa", str(data), "--config", str(config), "--out", "eight", "--json",
+            "--max-calls", str(19 * 60), *TRAIN,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        hyper = record["hyperparameters"]
+        assert hyper["policy"] == "steps"  # auto, beyond the shape head
+        assert hyper["shapes"] == 8 + 64 + 8 * 28
+        assert hyper["weights"] == 3 * 9 * (hyper["pca_dims"] + 1)  # linear in the pool
+        assert record["worker_calls"] <= 19 * 60 and sim.calls <= 19 * 60
+        out = tmp_path / "eval.json"
+        proc = run_cli(
+            "eval", "qa", str(held), "--config", str(config), "--strategies", "conductor:eight",
+            "--quiet", "--json-out", str(out),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        shapes: dict[str, list[str]] = {"arith": [], "chain": [], "join": []}
+        for path in (tmp_path / "eight" / "data" / "evals").glob("*.jsonl"):
+            for line in path.read_text().splitlines():
+                row = json.loads(line)
+                kind = bank[int(row["problem_id"][1:])].kind
+                shapes[kind].append(row["detail"]["shape"])
+        assert all(len(v) == 4 for v in shapes.values()), shapes
+        assert shapes["chain"] == ["w0 > w3<0"] * 4, shapes
+        assert shapes["arith"] == ["w0"] * 4, shapes
+        assert shapes["join"].count("w1 > w2 > w5<0,1") >= 2, shapes
+    finally:
+        sim.close()

@@ -61,6 +61,14 @@ def train_cmd(
             "unsure) or all (every workflow shape on every question, --repeats times).",
         ),
     ] = "adaptive",
+    policy: Annotated[
+        str,
+        typer.Option(
+            "--policy",
+            help="head: shapes (one score per workflow shape, pools of up to 5 workers), steps "
+            "(step by step over workers as vectors, any pool) or auto (shapes where they fit).",
+        ),
+    ] = "auto",
     max_calls: Annotated[
         int | None,
         typer.Option(
@@ -180,6 +188,7 @@ def train_cmd(
             tasks=tasks,
             rounds=rounds,
             search=search,
+            policy=policy,
             max_calls=max_calls,
             max_cost=max_cost,
             dry_run=dry_run,
@@ -225,6 +234,13 @@ def summary(record: dict[str, Any]) -> str:
             f"{table['worker_calls']} new worker calls; best fixed shape "
             f"{table['best_fixed_shape']} (reward {table['best_fixed_shape_reward']})"
         )
+        hyper = record.get("hyperparameters", {})
+        if hyper.get("policy") == "steps":
+            lines.append(
+                f"  policy: step by step over {len(record.get('pool', []))} workers as vectors "
+                f"({hyper.get('weights')} weights; the shape head would score "
+                f"{hyper.get('shapes')} shapes)"
+            )
         if table.get("reused_runs"):
             lines.append(
                 f"  {table['reused_runs']} runs reused from earlier trainings (the same "

@@ -4,6 +4,7 @@ trained with `--tasks fixed` fixes the tasks too, to the words its rewards were 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from conductor_cli.train.features import PromptFeatures
 from conductor_cli.train.head import Head
 from conductor_cli.train.registry import TrainedConductor
 from conductor_cli.train.shapes import Shape, fixed_grammar, shape_grammar
+from conductor_cli.train.step_head import StepHead
 
 # The planning prompt is short (attachments appear as 200-character previews).
 FEATURES_CTX = 4096
@@ -21,10 +23,19 @@ FEATURES_CTX = 4096
 TASKS = ("written", "fixed")
 
 
+def load_head(path: Path) -> Head | StepHead:
+    """The trained head in `path`: a shape head, or a step policy ("kind": "step-head")."""
+    try:
+        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None  # Head.load says what is wrong with it
+    return StepHead.load(path) if kind == "step-head" else Head.load(path)
+
+
 class HeadChooser:
     def __init__(
         self,
-        head: Head,
+        head: Head | StepHead,
         features: PromptFeatures,
         tasks: str = "written",
         round_head: Head | None = None,
@@ -47,12 +58,12 @@ class HeadChooser:
         pool: Sequence[WorkerConfig],
         settings: ConductorSettings,
     ) -> HeadChooser:
-        head = Head.load(trained.head_path)
+        head = load_head(trained.head_path)
         round_path = trained.round_head_path
         round_head = Head.load(round_path) if round_path is not None else None
-        shapes = [*head.shapes, *(round_head.shapes if round_head else ())]
+        named = {*head.workers, *(round_head.workers if round_head else ())}
         names = [w.name for w in pool]
-        missing = sorted({w for s in shapes for w in s.workers} - set(names))
+        missing = sorted(named - set(names))
         if missing:
             renamed = [(m, trained.renamed(m, pool)) for m in missing]
             said = ", ".join(f"{m} (renamed {r}?)" if r else m for m, r in renamed)

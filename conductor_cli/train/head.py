@@ -10,7 +10,7 @@ the training questions, from a table of every (question, shape) reward measured 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,15 @@ class Head:
     shapes: tuple[Shape, ...]
 
     def project(self, features: np.ndarray) -> np.ndarray:
-        """(n, d) hidden states -> (n, k + 1) inputs of the linear layer (a 1 for the bias)."""
-        x = (np.atleast_2d(features) - self.mean) / self.scale
-        z = x @ self.components.T
-        return np.hstack([np.ones((z.shape[0], 1)), z])
+        return project(self.mean, self.scale, self.components, features)
 
     def choose(self, features: np.ndarray) -> Shape:
         return self.shapes[int(np.argmax(self.project(features)[0] @ self.weights))]
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        """The workers its shapes name, in order of first appearance."""
+        return tuple(dict.fromkeys(w for s in self.shapes for w in s.workers))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,15 @@ class Head:
             raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
 
 
+def project(
+    mean: np.ndarray, scale: np.ndarray, components: np.ndarray, features: np.ndarray
+) -> np.ndarray:
+    """(n, d) hidden states -> (n, k + 1) inputs of a linear layer (a 1 for the bias)."""
+    x = (np.atleast_2d(features) - mean) / scale
+    z = x @ components.T
+    return np.hstack([np.ones((z.shape[0], 1)), z])
+
+
 def fit_pca(features: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(mean, scale, components) of standardized features; at most n - 1 components."""
     mean = features.mean(axis=0)
@@ -114,13 +125,15 @@ def evolve(
     n, width = inputs.shape
     shapes = rewards.shape[1]
 
+    def pick(flat: np.ndarray, x: np.ndarray) -> np.ndarray:
+        return np.argmax(x @ flat.reshape(width, shapes), axis=1)
+
     def fit(rows: np.ndarray, warm: bool, report: Any = None) -> np.ndarray:
         start = ridge(inputs[rows], rewards[rows]).ravel() if warm else np.zeros(width * shapes)
-        return _search(start, inputs[rows], rewards[rows], seed, generations, report)
+        return search(start, pick, inputs[rows], rewards[rows], seed, generations, report)
 
     def score(flat: np.ndarray, rows: np.ndarray) -> float:
-        picks = np.argmax(inputs[rows] @ flat.reshape(width, shapes), axis=1)
-        return float(rewards[rows, picks].mean())
+        return float(rewards[rows, pick(flat, inputs[rows])].mean())
 
     warm = False
     if n >= 4:
@@ -131,27 +144,29 @@ def evolve(
     return fit(np.arange(n), warm, on_generation).reshape(width, shapes)
 
 
-def _search(
+def search(
     start: np.ndarray,
+    pick: Callable[[np.ndarray, np.ndarray], np.ndarray],
     inputs: np.ndarray,
     rewards: np.ndarray,
     seed: int,
     generations: int,
     on_generation: Any,
+    sigma: float = SIGMA,
 ) -> np.ndarray:
+    """sep-CMA-ES from `start` over flat weights, maximizing the mean reward of the shapes
+    `pick(weights, inputs)` chooses (one index into `rewards`' columns per row)."""
     import cma
 
-    n, width = inputs.shape
-    shapes = rewards.shape[1]
+    n = inputs.shape[0]
     rng = np.random.default_rng(seed)
 
     def mean_reward(flat: np.ndarray, rows: np.ndarray) -> float:
-        picks = np.argmax(inputs[rows] @ flat.reshape(width, shapes), axis=1)
-        return float(rewards[rows, picks].mean())
+        return float(rewards[rows, pick(flat, inputs[rows])].mean())
 
     es = cma.CMAEvolutionStrategy(
         start,
-        SIGMA,
+        sigma,
         {"CMA_diagonal": True, "seed": seed + 1, "verbose": -9, "maxiter": generations},
     )
     everyone = np.arange(n)
@@ -172,15 +187,18 @@ def _search(
     return best
 
 
-def ridge(inputs: np.ndarray, rewards: np.ndarray, strength: float = 1e-2) -> np.ndarray:
+def ridge(
+    inputs: np.ndarray, rewards: np.ndarray, strength: float = 1e-2, scaled: bool = True
+) -> np.ndarray:
     """(k + 1, S): a linear prediction of each shape's reward, scaled to unit spread (only its
-    argmax matters, and the search's step size is set for weights of about that size)."""
+    argmax matters, and the search's step size is set for weights of about that size) unless
+    `scaled` is False."""
     width = inputs.shape[1]
     gram = inputs.T @ inputs
     penalty = strength * (np.trace(gram) / width) * np.eye(width)
     weights = np.linalg.solve(gram + penalty, inputs.T @ rewards)
     spread = float(weights.std())
-    return weights / spread if spread > 0 else weights
+    return weights / spread if spread > 0 and scaled else weights
 
 
 def best_fixed_shape(rewards: np.ndarray, shapes: Sequence[Shape]) -> tuple[Shape, float]:

@@ -69,6 +69,8 @@ from conductor_cli.train.spend import (
     tool_workers,
     write_spent,
 )
+from conductor_cli.train.step_head import ShapeIndex, StepHead, beyond_drafts, fit_steps
+from conductor_cli.train.step_head import plan as plan_steps
 from conductor_cli.train.workdir import (
     disk_full,
     install,
@@ -83,28 +85,47 @@ TIE_BREAK = 0.001
 
 
 SEARCHES = ("adaptive", "all")
+POLICIES = ("auto", "shapes", "steps")
 RUN_ID = "run.json"
 
 
-def candidate_shapes(workers: Sequence[str], max_steps: int, search: str) -> list[Shape]:
+def candidate_shapes(
+    workers: Sequence[str], max_steps: int, search: str, policy: str = "shapes"
+) -> list[Shape]:
     """`all`: every shape of at most two steps, as measured since the head method began.
     `adaptive`: those whose every step counts, a single worker or a chain (a step the last one
     does not see only repeats a single worker's run), and, where max_steps allows three and
     the total stays within MAX_SHAPES (4 workers: 44), two independent answers and a third
-    step that sees both."""
+    step that sees both. The step policy (`steps`) makes singles, chains and joins from any
+    number of workers, whichever the search."""
     shapes = enumerate_shapes(workers, max_steps)
+    joins = join_shapes(workers) if max_steps >= 3 else []
+    if policy == "steps":
+        return [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1] + joins
     if search == "adaptive":
         shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
-        joins = join_shapes(workers) if max_steps >= 3 else []
         if len(shapes) + len(joins) <= MAX_SHAPES:
             shapes += joins
     if len(shapes) > MAX_SHAPES:
         raise InputError(
-            f"the pool's {len(workers)} workers make {len(shapes)} workflow shapes; the head "
-            f"learns one score per shape and takes at most {MAX_SHAPES}: use a smaller pool, "
-            "or --method expert-iteration or grpo, which sample workflows instead"
+            f"the pool's {len(workers)} workers make {len(shapes)} workflow shapes; the shape "
+            f"head learns one score per shape and takes at most {MAX_SHAPES}: use "
+            "--policy steps (or auto), which chooses step by step over workers as vectors"
         )
     return shapes
+
+
+def resolve_policy(workers: Sequence[str], max_steps: int, search: str, policy: str) -> str:
+    """`auto`: the shape head where the pool's shapes fit it (as every head before issue 34's
+    part 3), the step policy beyond."""
+    if policy not in POLICIES:
+        raise InputError(f"--policy {policy!r}: use one of {', '.join(POLICIES)}")
+    if policy != "auto":
+        return policy
+    shapes = enumerate_shapes(workers, max_steps)
+    if search == "adaptive":
+        shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
+    return "shapes" if len(shapes) <= MAX_SHAPES else "steps"
 
 
 def _run_id(work: Path) -> str:
@@ -126,9 +147,11 @@ def _measure(
     spent_before: int,
     cached: bool,
     on_progress: OnProgress,
+    index: ShapeIndex | None = None,
 ) -> tuple[np.ndarray, int]:
     """Measure rewards within `reward_limit` calls; returns (the table the head learns from,
-    the workflow runs it rests on)."""
+    the workflow runs it rests on). `index`: the step policy's, whose search buys only the
+    chains and joins it could make (step_head.beyond_drafts)."""
     shapes = runs.shapes
     n = len(runs.training)
     repeats = options.repeats if options.head.search == "all" else 1
@@ -170,6 +193,9 @@ def _measure(
     calls = [new_calls([s], tools, cached, paid) for s in shapes]
     batch = max(4 * options.concurrency, n // 4)
     closed = _settled(runs)
+    if index is not None:
+        answers = estimates(obs, near, PARSED)[:, index.single]
+        closed |= beyond_drafts(index, answers, len(shapes))
     while not runs.stopped:
         jobs = next_batch(
             obs, near, calls, reward_limit - spent(), rng, batch, closed, floor=PARSED
@@ -242,7 +268,14 @@ def train_head(
     check_keys(config)
     c = config.conductor
     names = [w.name for w in config.workers]
-    shapes = candidate_shapes(names, c.max_steps, options.head.search)
+    policy = resolve_policy(names, c.max_steps, options.head.search, options.head.policy)
+    if policy == "steps" and options.head.rounds > 1:
+        raise InputError(
+            f"--rounds {options.head.rounds} with the step policy (--policy steps, or auto on "
+            f"{len(names)} workers): later rounds are learned by the shape head only; train "
+            "one round, or a pool of at most 5 workers with --policy shapes"
+        )
+    shapes = candidate_shapes(names, c.max_steps, options.head.search, policy)
     training, held_out = split_problems(problems, options, held_out_ids)
     fingerprints = {w.name: registry.worker_fingerprint(w) for w in config.workers}
     meta = {
@@ -253,6 +286,7 @@ def train_head(
         "seed": options.seed,
         "repeats": options.repeats,
         "search": options.head.search,
+        "policy": policy,
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
         **({"rounds": options.head.rounds} if options.head.rounds > 1 else {}),
@@ -327,8 +361,9 @@ def train_head(
         reward_limit = plan.rewards
         if options.head.max_calls is not None:  # the held-out runs' share stays theirs
             runs.budget.max_calls = reward_limit - spent[0]
+        index = ShapeIndex.of(shapes, names) if policy == "steps" else None
         table, workflow_runs = _measure(
-            runs, inputs, options, reward_limit, spent[0], config.cache.enabled, on_progress
+            runs, inputs, options, reward_limit, spent[0], config.cache.enabled, on_progress, index
         )
         if options.head.max_calls is not None:
             runs.budget.max_calls = options.head.max_calls - spent[0]
@@ -354,15 +389,29 @@ def train_head(
 
         # Among shapes that are equally right, the fewer steps (a hair per step breaks ties).
         steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
-        weights = evolve(
-            inputs,
-            table - TIE_BREAK * steps,
-            seed=options.seed,
-            generations=options.head.generations,
-            on_generation=generation,
-        )
-        head = replace(head0, weights=weights)
-        picks = np.argmax(inputs @ weights, axis=1)
+        head: Head | StepHead
+        if index is not None:
+            step_weights, moves = fit_steps(
+                inputs,
+                table - TIE_BREAK * steps,
+                shapes,
+                names,
+                seed=options.seed,
+                generations=options.head.generations,
+                on_generation=generation,
+            )
+            head = StepHead(mean, scale, components, tuple(names), step_weights, moves)
+            picks = index.columns(plan_steps(inputs, step_weights, moves))
+        else:
+            weights = evolve(
+                inputs,
+                table - TIE_BREAK * steps,
+                seed=options.seed,
+                generations=options.head.generations,
+                on_generation=generation,
+            )
+            head = replace(head0, weights=weights)
+            picks = np.argmax(inputs @ weights, axis=1)
         fixed, fixed_reward = best_fixed_shape(table, shapes)
         round_head = round_part = None
         if options.head.rounds > 1:
@@ -390,6 +439,8 @@ def train_head(
             "worker_fingerprints": fingerprints,
             "hyperparameters": {
                 "search": options.head.search,
+                "policy": policy,
+                "weights": head.size if isinstance(head, StepHead) else int(head.weights.size),
                 "shapes": len(shapes),
                 "max_shape_steps": max(len(s.workers) for s in shapes),
                 "repeats": repeats,

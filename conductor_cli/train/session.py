@@ -39,6 +39,9 @@ class HeadOptions:
     # "adaptive" (each worker once a question, then calls where the policy is unsure:
     # explore.py) or "all" (every shape on every question, `repeats` times)
     search: str = "adaptive"
+    # "shapes" (one score per workflow shape: head.py), "steps" (step by step over workers as
+    # vectors: step_head.py) or "auto" (shapes where the pool's shapes fit, steps beyond)
+    policy: str = "auto"
     max_calls: int | None = None  # worker calls this training may make (spend.py)
     max_cost: float | None = None  # USD
     dry_run: bool = False  # print the estimate, make no call

@@ -1,0 +1,192 @@
+"""Eight workers and three steps, on a SIMULATED pool: the step policy (`--policy steps`, what
+`auto` takes for eight workers) trained within about 19 worker calls a training question, on
+held-out questions against knn-router, every single worker and the untrained conductor.
+
+Run: .venv/bin/python bench/prove_eight.py [--train 160] [--held-out 250] [--per-question 19]
+     [--json]
+
+The pool is a simulation (tests/simulated_pool.py): w0..w7 with identical descriptions. Four
+specialist kinds (w0..w3 right 95 % on theirs), a generalist w4 (60 % on those four), w7 right
+40 %, w6 10 %; the chain kind, that w0 answers right half the time and `w0 > w3<0` 95 %
+(w3 checks w0's answer); the join kind, that w1 and w2 answer right half the time and
+`w1 > w2 > w5<0,1` 95 % (w5 sees both answers; alone it is right 10 %). knn-router can only
+pick one worker a question: its ceiling on chain and join is 50 %.
+
+The training runs in a data and cache dir of its own, `--tasks fixed` (the shapes run with the
+words they were measured with), `conductor.max_steps = 3`; one `conductor eval` on the
+held-out questions compares it with the references.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from prove_learning import write_qa
+
+sys.path.insert(0, str(REPO))
+
+from tests.simulated_pool import SimulatedPool, make_questions
+
+KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
+CHAIN = "w0 > w3<0"
+JOIN = "w1 > w2 > w5<0,1"
+SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
+
+
+def skills() -> dict[str, dict[str, float]]:
+    table: dict[str, dict[str, float]] = {}
+    for w in ("w0", "w1", "w2", "w3"):
+        table[w] = {k: (0.95 if SPECIALIST[k] == w else 0.2) for k in SPECIALIST}
+        table[w]["chain"] = 0.5 if w == "w0" else 0.1
+        table[w]["join"] = 0.5 if w in ("w1", "w2") else 0.15
+    table["w4"] = {**{k: 0.6 for k in SPECIALIST}, "chain": 0.2, "join": 0.2}
+    table["w5"] = {**{k: 0.2 for k in SPECIALIST}, "chain": 0.1, "join": 0.1}
+    table["w6"] = {k: 0.1 for k in KINDS}
+    table["w7"] = {**{k: 0.4 for k in SPECIALIST}, "chain": 0.1, "join": 0.15}
+    return table
+
+
+HELPED = {"w3": {"chain": ("w0", 0.95)}, "w5": {"join": ("w1+w2", 0.95)}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--questions", type=int, default=1200)
+    parser.add_argument("--held-out", type=int, default=250)
+    parser.add_argument("--train", type=int, default=160, help="training questions")
+    parser.add_argument("--per-question", type=float, default=19.0, help="--max-calls / train")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--root", type=Path, default=None, help="continue the run in this dir")
+    args = parser.parse_args()
+    root = args.root or temp_root()
+    root.mkdir(parents=True, exist_ok=True)
+    bank = make_questions(KINDS, args.questions // len(KINDS), seed=args.seed)
+    port_file = root / "port"
+    port = int(port_file.read_text()) if port_file.exists() else 0
+    sim = SimulatedPool(bank, skills(), HELPED, port=port)
+    port_file.write_text(sim.api_base.split(":")[2].split("/")[0])
+    order = list(bank.values())
+    random.Random(args.seed).shuffle(order)
+    held, rest = order[: args.held_out], order[args.held_out :]
+    training = rest[: args.train]
+    data = write_qa(training, root / "train.jsonl")
+    held_file = write_qa(held, root / "held.jsonl")
+    kind_of = {f"q{q.number}": q.kind for q in bank.values()}
+    n = len(training)
+    limit = round(args.per_question * n)
+
+    env = isolated_env(root)
+    config = sim.config(root / "config.toml", max_steps=3)
+    env["CONDUCTOR_CONFIG"] = str(config)
+    result_file = root / "train.json"
+    if not result_file.exists():
+        calls = sim.calls
+        start = time.monotonic()
+        conductor(
+            ["train", "qa", str(data), "--holdout", "0", "--out", "eight", "--tasks", "fixed",
+             "--max-calls", str(limit)],
+            env,
+            "train eight",
+        )  # fmt: skip
+        record = json.loads((root / "data" / "conductors" / "eight" / "record.json").read_text())
+        result_file.write_text(
+            json.dumps(
+                {
+                    "record": record,
+                    "simulation_calls": sim.calls - calls,
+                    "minutes": round((time.monotonic() - start) / 60, 2),
+                }
+            )
+        )
+    trained = json.loads(result_file.read_text())
+    out = root / "eval.json"
+    if not out.exists():
+        started = time.monotonic()
+        conductor(
+            ["eval", "qa", str(held_file), "--strategies",
+             "conductor,conductor:eight,single,knn-router", "--quiet", "--json-out", str(out)],
+            env,
+            "eval",
+        )  # fmt: skip
+        (root / "eval_minutes").write_text(str(round((time.monotonic() - started) / 60, 2)))
+    correct = json.loads(out.read_text())["correct"]
+    rows = stored_results(root / "data")
+    ids = [f"q{q.number}" for q in held]
+    kinds = [kind_of[i] for i in ids]
+
+    def right(strategy: str) -> list[bool]:
+        return [bool(correct[strategy][i]) for i in ids]
+
+    def shapes(strategy: str, kind: str) -> dict[str, int]:
+        by_id = {r["problem_id"]: r for r in rows if r["strategy"] == strategy}
+        counts: dict[str, int] = {}
+        for i in ids:
+            if kind_of[i] == kind:
+                s = by_id.get(i, {}).get("detail", {}).get("shape", "?")
+                counts[s] = counts.get(s, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+    refs = {s: accuracy(right(s), kinds) for s in correct}
+    best_single = max(
+        (s for s in refs if s.startswith("single:")), key=lambda s: refs[s]["accuracy"]
+    )
+    mine = right("conductor:eight")
+    record = trained["record"]
+    report = {
+        "simulation": "tests/simulated_pool.py: 8 workers, 4 specialist kinds, chain, join",
+        "training_questions": n,
+        "held_out": len(ids),
+        "max_calls": limit,
+        "worker_calls": trained["simulation_calls"],
+        "calls_per_question": round(trained["simulation_calls"] / n, 2),
+        "policy": record["hyperparameters"].get("policy"),
+        "weights": record["hyperparameters"].get("weights"),
+        "shapes": record["hyperparameters"]["shapes"],
+        "workflow_runs": record["reward_table"]["workflow_runs"],
+        "measured_share": record["reward_table"]["measured_share"],
+        "training_minutes": trained["minutes"],
+        "strategies": refs,
+        "best_single": best_single,
+        "chain_shapes": shapes("conductor:eight", "chain"),
+        "join_shapes": shapes("conductor:eight", "join"),
+        "chain_share": _share(shapes("conductor:eight", "chain"), CHAIN),
+        "join_share": _share(shapes("conductor:eight", "join"), JOIN),
+        "minus_knn_router": paired(mine, right("knn-router")),
+        "minus_best_single": paired(mine, right(best_single)),
+        "minus_untrained": paired(mine, right("conductor")),
+        "root": str(root),
+    }
+    sim.close()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    print(f"{n} training questions, {len(ids)} held out (a simulation)")
+    print(
+        f"trained: {trained['simulation_calls']} calls ({report['calls_per_question']}/q, "
+        f"--max-calls {limit}), {report['weights']} weights, policy {report['policy']}"
+    )
+    for s, v in sorted(refs.items(), key=lambda kv: -kv[1]["accuracy"]):
+        by_kind = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in KINDS)
+        print(f"{s:18} {v['accuracy']:.3f} [{v['low']:.3f}, {v['high']:.3f}]  {by_kind}")
+    for key in ("minus_knn_router", "minus_best_single", "minus_untrained"):
+        d = report[key]
+        print(f"{key:18} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
+    print("chain:", report["chain_shapes"])
+    print("join:", report["join_shapes"])
+    print(f"files in {root}")
+
+
+def _share(counts: dict[str, int], label: str) -> float:
+    total = sum(counts.values())
+    return round(counts.get(label, 0) / total, 3) if total else 0.0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,326 @@
+"""A step-by-step policy over workers as vectors: the head for pools too large for one score per
+workflow shape (`conductor train --policy steps`; `auto` takes it beyond head.MAX_SHAPES).
+
+A worker is three vectors over the question's inputs (the PCA-reduced hidden state of the
+planning prompt, as for the shape head): its score as the one who answers, as the one who
+checks the answer before it (and sees it), and as the judge of two independent answers (it
+sees both). They start as ridge regressions of the worker's measured rewards in each role (a
+worker is described by its results, not by its slot), and three gate vectors shared by every
+worker weigh the moves. Planning goes step by step: step 1 is the best answerer; then the move
+whose best continuation scores highest: stop there, a check by the best checker, or a second
+answer by the next best answerer and a judge that sees both. Each choice is an argmax over the
+workers, so the policy has 3(k + 1) weights a worker plus 3(k + 1): its size and its cost
+grow linearly with the pool, where the shape head's grow with the number of shapes
+(n + n² + n²(n - 1)/2 with joins).
+
+The gates are then evolved by sep-CMA-ES on the reward table (measured where measured,
+estimated elsewhere), kept only where a 2-fold cross-validation prefers them to zero gates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conductor_cli.errors import ModelError
+from conductor_cli.train.head import CV_MARGIN, GENERATIONS, project, search
+from conductor_cli.train.shapes import Shape
+
+MOVES = ("answer", "check", "join")
+# The evolution's step size on weights of unit spread: the regressions are a good start, and
+# larger steps only scatter ~500 weights.
+SIGMA = 0.1  # of the weights' spread
+# The regressions' penalty, as a share of the inputs' mean variance (head.ridge's).
+RIDGE = 1e-2
+# What each step beyond the first must add to a move's score (in reward units: the weights
+# are kept at the scale of the regressions) before the plan takes it: predictions from one run
+# a shape are noisier than the table's tie-break, and a simple question should get one step.
+STEP_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class StepWeights:
+    answer: np.ndarray  # (n, k + 1): each worker's score as the one who answers
+    check: np.ndarray  # (n, k + 1): as the one who checks step 1 (sees it)
+    judge: np.ndarray  # (n, k + 1): as the one who sees two independent answers
+    gates: np.ndarray  # (3, k + 1): each move's score, shared by every worker
+
+    def flat(self) -> np.ndarray:
+        return np.concatenate(
+            [m.ravel() for m in (self.answer, self.check, self.judge)] + [self.gates.ravel()]
+        )
+
+    @classmethod
+    def unflat(cls, flat: np.ndarray, workers: int, width: int) -> StepWeights:
+        size = workers * width
+        parts = [flat[i * size : (i + 1) * size].reshape(workers, width) for i in range(3)]
+        return cls(*parts, flat[3 * size :].reshape(3, width))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Each row's choices, as indices into the workers (or the moves)."""
+
+    move: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+    checker: np.ndarray
+    judge: np.ndarray
+
+
+def plan(inputs: np.ndarray, w: StepWeights, moves: int) -> Plan:
+    """Step by step for every row of (N, k + 1) inputs; `moves`: how many of MOVES are open
+    (1: answer only; 2: or check; 3: or join)."""
+    x = np.atleast_2d(inputs)
+    answer = x @ w.answer.T
+    order = np.argsort(-answer, axis=1, kind="stable")
+    first = order[:, 0]
+    second = order[:, 1] if order.shape[1] > 1 else first
+    gates = x @ w.gates.T
+    check = x @ w.check.T
+    judge = x @ w.judge.T
+    values = np.stack([answer.max(axis=1), check.max(axis=1), judge.max(axis=1)], axis=1)
+    values = values + gates - STEP_MARGIN * np.arange(3)
+    if order.shape[1] < 2:
+        moves = min(moves, 2)  # one worker cannot give two independent answers
+    move = np.argmax(values[:, :moves], axis=1)
+    return Plan(move, first, second, np.argmax(check, axis=1), np.argmax(judge, axis=1))
+
+
+def shape_of(p: Plan, row: int, workers: Sequence[str]) -> Shape:
+    move = int(p.move[row])
+    first = int(p.first[row])
+    if move == 0:
+        return Shape((workers[first],), ((),))
+    if move == 1:
+        return Shape((workers[first], workers[int(p.checker[row])]), ((), (0,)))
+    lo, hi = sorted((first, int(p.second[row])))  # join_shapes' order: the pool's
+    return Shape((workers[lo], workers[hi], workers[int(p.judge[row])]), ((), (), (0, 1)))
+
+
+@dataclass(frozen=True)
+class StepHead:
+    mean: np.ndarray
+    scale: np.ndarray
+    components: np.ndarray
+    workers: tuple[str, ...]
+    weights: StepWeights
+    moves: int
+
+    def project(self, features: np.ndarray) -> np.ndarray:
+        return project(self.mean, self.scale, self.components, features)
+
+    def choose(self, features: np.ndarray) -> Shape:
+        return shape_of(plan(self.project(features), self.weights, self.moves), 0, self.workers)
+
+    @property
+    def size(self) -> int:
+        """Its weights (the PCA's aside): 3(k + 1) a worker, plus 3(k + 1)."""
+        return int(self.weights.flat().size)
+
+    def to_dict(self) -> dict[str, Any]:
+        w = self.weights
+        return {
+            "kind": "step-head",
+            "pca_dims": int(self.components.shape[0]),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "components": self.components.tolist(),
+            "workers": list(self.workers),
+            "moves": list(MOVES[: self.moves]),
+            "answer": w.answer.tolist(),
+            "check": w.check.tolist(),
+            "judge": w.judge.tolist(),
+            "gates": w.gates.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StepHead:
+        def array(key: str) -> np.ndarray:
+            return np.asarray(d[key], dtype=np.float64)
+
+        workers = tuple(str(x) for x in d["workers"])
+        weights = StepWeights(array("answer"), array("check"), array("judge"), array("gates"))
+        head = cls(
+            array("mean"), array("scale"), array("components"), workers, weights, len(d["moves"])
+        )
+        k, dims = head.components.shape
+        if head.mean.shape != (dims,) or head.scale.shape != (dims,):
+            raise ValueError("mean and scale must match the components' width")
+        for name in ("answer", "check", "judge"):
+            if getattr(weights, name).shape != (len(workers), k + 1):
+                raise ValueError(f"{name} must be workers x (pca_dims + 1)")
+        if weights.gates.shape != (3, k + 1) or not 1 <= head.moves <= 3:
+            raise ValueError("gates must be 3 x (pca_dims + 1), with 1 to 3 moves")
+        return head
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> StepHead:
+        try:
+            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
+
+
+@dataclass(frozen=True)
+class ShapeIndex:
+    """Where each shape the policy can make sits among the table's columns (-1: absent)."""
+
+    single: np.ndarray  # (n,)
+    chain: np.ndarray  # (n, n): first, checker
+    join: np.ndarray  # (n, n, n): lower, higher (pool order), judge
+    moves: int
+
+    @classmethod
+    def of(cls, shapes: Sequence[Shape], workers: Sequence[str]) -> ShapeIndex:
+        at = {w: i for i, w in enumerate(workers)}
+        n = len(workers)
+        single = np.full(n, -1)
+        chain = np.full((n, n), -1)
+        join = np.full((n, n, n), -1)
+        for s, shape in enumerate(shapes):
+            ix = tuple(at[w] for w in shape.workers)
+            if shape.sees == ((),):
+                single[ix] = s
+            elif shape.sees == ((), (0,)):
+                chain[ix] = s
+            elif shape.sees == ((), (), (0, 1)):
+                join[ix] = s
+        if (single < 0).any():
+            raise ValueError("the step policy needs every worker's single shape")
+        moves = 3 if (join >= 0).any() else 2 if (chain >= 0).any() else 1
+        return cls(single, chain, join, moves)
+
+    def columns(self, p: Plan) -> np.ndarray:
+        """The table column of each row's plan; a plan the table lacks scores as its first
+        step alone (it cannot arise from shapes.candidate lists, which hold every one)."""
+        lo = np.minimum(p.first, p.second)
+        hi = np.maximum(p.first, p.second)
+        cols = np.select(
+            [p.move == 0, p.move == 1],
+            [self.single[p.first], self.chain[p.first, p.checker]],
+            self.join[lo, hi, p.judge],
+        )
+        return np.where(cols >= 0, cols, self.single[p.first])
+
+
+def fit_steps(
+    inputs: np.ndarray,
+    rewards: np.ndarray,
+    shapes: Sequence[Shape],
+    workers: Sequence[str],
+    *,
+    seed: int,
+    generations: int = GENERATIONS,
+    on_generation: Any = None,
+) -> tuple[StepWeights, int]:
+    """(weights, open moves) maximizing the mean reward of the shapes `plan` makes on (N, k + 1)
+    `inputs`, from the (N, S) `rewards` of `shapes` (measured, or estimated where not)."""
+    index = ShapeIndex.of(shapes, workers)
+    width = inputs.shape[1]
+
+    def fit(rows: np.ndarray, evolve: bool, report: Any = None) -> StepWeights:
+        start = regressions(inputs[rows], rewards[rows], index)
+        if not evolve:
+            return start
+
+        def pick(gates: np.ndarray, x: np.ndarray) -> np.ndarray:
+            w = replace(start, gates=gates.reshape(3, width))
+            return index.columns(plan(x, w, index.moves))
+
+        # Only the gates evolve (3(k + 1) weights, whatever the pool): the regressions rank the
+        # workers within each role; what they predict less well is how the roles compare.
+        sigma = SIGMA * (float(start.flat().std()) or 1.0)
+        gates = search(
+            start.gates.ravel(), pick, inputs[rows], rewards[rows], seed, generations, report,
+            sigma=sigma,
+        )  # fmt: skip
+        return replace(start, gates=gates.reshape(3, width))
+
+    def score(w: StepWeights, rows: np.ndarray) -> float:
+        return float(rewards[rows, index.columns(plan(inputs[rows], w, index.moves))].mean())
+
+    evolve = True
+    count = inputs.shape[0]
+    if count >= 4:
+        order = np.random.default_rng(seed).permutation(count)
+        folds = (order[: count // 2], order[count // 2 :])
+        cv = {e: sum(score(fit(folds[1 - f], e), folds[f]) for f in (0, 1)) for e in (False, True)}
+        evolve = cv[True] > cv[False] + 2 * CV_MARGIN
+    return fit(np.arange(count), evolve, on_generation), index.moves
+
+
+def regressions(inputs: np.ndarray, rewards: np.ndarray, index: ShapeIndex) -> StepWeights:
+    """Each worker's vectors as ridge regressions of its rewards in each role on the inputs: as
+    the one who answers, its runs alone; as the checker, the runs where it checked the one best
+    alone at that question; as the judge, the runs where it judged the best two. The
+    gates start at zero: each move's score is then its predicted reward."""
+    x = inputs
+    rows = np.arange(x.shape[0])[:, None]
+    answer = regress(x, rewards[:, index.single])
+    # Whom each question's checks and joins start from: the best alone by the table (like
+    # questions' runs pooled), steadier than the regressions between workers nearly tied.
+    order = np.argsort(-rewards[:, index.single], axis=1, kind="stable")
+    first = order[:, 0]
+    second = order[:, 1] if order.shape[1] > 1 else first
+    none = np.zeros_like(answer)  # a move that is not open: plan never takes it
+    check = _role(x, rewards, index.chain[first], rows) if index.moves >= 2 else none
+    lo, hi = np.minimum(first, second), np.maximum(first, second)
+    judge = _role(x, rewards, index.join[lo, hi], rows) if index.moves >= 3 else none
+    return StepWeights(answer, check, judge, np.zeros((3, x.shape[1])))
+
+
+def _role(x: np.ndarray, rewards: np.ndarray, cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(n, k + 1): a regression of the rewards at `cols` (N, n); -1, a shape the table lacks,
+    counts as the lowest reward in it."""
+    target = np.where(cols >= 0, rewards[rows, np.maximum(cols, 0)], rewards.min())
+    return regress(x, target)
+
+
+def regress(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(T, k + 1): a ridge regression of each of the (N, T) `targets` on the (N, k + 1) inputs
+    (column 0 the constant 1) with the intercept not shrunk: the roles' predictions are
+    compared with each other, so their level must be the data's (head.ridge shrinks the
+    intercept, which an argmax within one role forgives). The penalty is head.ridge's, on the
+    PCA's own scale: the minor components, mostly noise, stay small."""
+    z = x[:, 1:]
+    mean = z.mean(axis=0)
+    zc = z - mean
+    level = targets.mean(axis=0)
+    gram = zc.T @ zc
+    penalty = RIDGE * (np.trace(gram) / max(1, gram.shape[0])) * np.eye(gram.shape[0])
+    slopes = np.linalg.solve(gram + penalty, zc.T @ (targets - level))
+    return np.vstack([level - mean @ slopes, slopes]).T
+
+
+def beyond_drafts(
+    index: ShapeIndex, answers: np.ndarray, shapes: int, firsts: int = 2, pairs_of: int = 3
+) -> np.ndarray:
+    """(N, S) True where a chain or a join starts from answers the policy would not take at
+    that question: it checks only its best answerer and joins only its best two, so the search
+    buys checks of the `firsts` best by `answers` (N, n) and joins of pairs among the
+    `pairs_of` best (one spare each, for the estimates' noise). A helper that is poor alone
+    but a good first draft for another is not found this way (docs/train.md)."""
+    count = answers.shape[0]
+    closed = np.zeros((count, shapes), dtype=bool)
+    closed[:, index.chain[index.chain >= 0]] = True
+    closed[:, index.join[index.join >= 0]] = True
+    order = np.argsort(-answers, axis=1, kind="stable")
+    for q in range(count):
+        for a in order[q, :firsts]:
+            cols = index.chain[a]
+            closed[q, cols[cols >= 0]] = False
+        best = sorted(order[q, :pairs_of])
+        for i, a in enumerate(best):
+            for b in best[i + 1 :]:
+                cols = index.join[a, b]
+                closed[q, cols[cols >= 0]] = False
+    return closed
