@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from conductor_cli.train.head import fit_pca, project
 from conductor_cli.train.head_method import candidate_shapes, resolve_policy
 from conductor_cli.train.shapes import Shape
 from conductor_cli.train.step_head import (
@@ -17,6 +18,7 @@ from conductor_cli.train.step_head import (
     beyond_drafts,
     fit_steps,
     plan,
+    regress,
     shape_of,
 )
 
@@ -121,3 +123,17 @@ def test_auto_takes_the_step_policy_only_beyond_the_shape_head() -> None:
     assert resolve_policy(eight, 2, "adaptive", "auto") == "steps"
     with pytest.raises(Exception, match="--policy steps"):
         candidate_shapes(eight, 3, "adaptive", "shapes")
+
+
+def test_the_regressions_keep_the_level_and_survive_questions_all_alike() -> None:
+    rng = np.random.default_rng(2)
+    x = np.hstack([np.ones((50, 1)), rng.normal(size=(50, 4)) * [10.0, 1.0, 0.1, 0.01]])
+    y = np.stack([0.5 + 0.04 * x[:, 1], np.full(50, 0.75)], axis=1)
+    w = regress(x, y)
+    # The intercept is not shrunk: a constant target is predicted at its level exactly.
+    assert np.allclose(x @ w[1], 0.75)
+    assert abs((x @ w[0]).mean() - y[:, 0].mean()) < 1e-9
+    same = np.ones((2, 5))  # two questions with one text: nothing to fit but the level
+    mean, scale, components = fit_pca(same, 16)
+    flat = regress(project(mean, scale, components, same), np.array([[0.5, 1.0], [1.0, 1.0]]))
+    assert np.allclose(flat[:, 1:], 0.0) and np.allclose(flat[:, 0], [0.75, 1.0])

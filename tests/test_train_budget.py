@@ -311,6 +311,8 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
             "train", "qa", str(data), "--config", str(config), "--policy", "shapes", "--dry-run"
         )
         assert_one_line_error(proc, 2, "--policy steps")
+        proc = run_cli("train", "qa", str(data), "--config", str(config), "--rounds", "2")
+        assert_one_line_error(proc, 2, "--rounds 2 with the step policy")
         proc = run_cli(
             "train", "qa", str(data), "--config", str(config), "--out", "eight", "--json",
             "--max-calls", str(19 * 60), *TRAIN,
@@ -335,8 +337,14 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
                 kind = bank[int(row["problem_id"][1:])].kind
                 shapes[kind].append(row["detail"]["shape"])
         assert all(len(v) == 4 for v in shapes.values()), shapes
-        assert shapes["chain"] == ["w0 > w3<0"] * 4, shapes
-        assert shapes["arith"] == ["w0"] * 4, shapes
+        # chain: w3 reads w0's answer, as the two-step chain for the most part; join: the
+        # three steps; arith: w0's answer (a step that only ties may come first, a call for
+        # nothing: docs/train.md says how often on the bench).
+        assert all(s in ("w0 > w3<0", "w0 > w3 > w3<0,1") or re.fullmatch(r"w0 > w\d > w3<0,1", s)
+                   for s in shapes["chain"]), shapes  # fmt: skip
+        assert shapes["chain"].count("w0 > w3<0") >= 3, shapes
         assert shapes["join"].count("w1 > w2 > w5<0,1") >= 2, shapes
+        assert all(s == "w0" or s.endswith("> w0<0,1") or s.endswith("> w0<0")
+                   for s in shapes["arith"]), shapes  # fmt: skip
     finally:
         sim.close()

@@ -65,7 +65,7 @@ def train_cmd(
         str,
         typer.Option(
             "--policy",
-            help="head: shapes (one score per workflow shape, pools of up to 5 workers), steps "
+            help="head: shapes (one score per workflow shape, at most 60 shapes), steps "
             "(step by step over workers as vectors, any pool) or auto (shapes where they fit).",
         ),
     ] = "auto",

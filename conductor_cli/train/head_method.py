@@ -273,7 +273,7 @@ def train_head(
         raise InputError(
             f"--rounds {options.head.rounds} with the step policy (--policy steps, or auto on "
             f"{len(names)} workers): later rounds are learned by the shape head only; train "
-            "one round, or a pool of at most 5 workers with --policy shapes"
+            "one round, or a pool whose shapes the shape head takes (--policy shapes)"
         )
     shapes = candidate_shapes(names, c.max_steps, options.head.search, policy)
     training, held_out = split_problems(problems, options, held_out_ids)
@@ -286,7 +286,7 @@ def train_head(
         "seed": options.seed,
         "repeats": options.repeats,
         "search": options.head.search,
-        "policy": policy,
+        **({"policy": policy} if policy == "steps" else {}),  # older work dirs still resume
         "pool": registry.pool_fingerprint(config.workers),
         "cost_weight": options.cost_weight,
         **({"rounds": options.head.rounds} if options.head.rounds > 1 else {}),

@@ -37,10 +37,12 @@ MOVES = ("answer", "check", "join")
 SIGMA = 0.1  # of the weights' spread
 # The regressions' penalty, as a share of the inputs' mean variance (head.ridge's).
 RIDGE = 1e-2
-# What each step beyond the first must add to a move's score (in reward units: the weights
-# are kept at the scale of the regressions) before the plan takes it: predictions from one run
-# a shape are noisier than the table's tie-break, and a simple question should get one step.
-STEP_MARGIN = 0.05
+# What each step beyond the first must add to a move's score (in reward units, 0.5 for a wrong
+# answer to 1 for a right one: 0.01 is 2 points of accuracy) before the plan takes it: a step
+# that only ties costs a call for nothing. Larger margins lost the join kind on the eight-worker
+# bench, whose join was estimated a few points over its best single worker: estimates of
+# shapes measured on a few neighbours are pulled towards a wrong answer's reward.
+STEP_MARGIN = 0.01
 
 
 @dataclass(frozen=True)
@@ -260,29 +262,41 @@ def fit_steps(
 
 def regressions(inputs: np.ndarray, rewards: np.ndarray, index: ShapeIndex) -> StepWeights:
     """Each worker's vectors as ridge regressions of its rewards in each role on the inputs: as
-    the one who answers, its runs alone; as the checker, the runs where it checked the one best
-    alone at that question; as the judge, the runs where it judged the best two. The
-    gates start at zero: each move's score is then its predicted reward."""
+    the one who answers, its runs alone; as the checker, its best check of the two best alone
+    at that question; as the judge, its best join of two of the best three (what the search
+    buys: beyond_drafts). The best, not the first: between workers nearly tied alone, which
+    one the table puts first is noise, and a judge must not be scored on the pairs it never
+    saw. The gates start at zero: each move's score is then its predicted reward."""
     x = inputs
-    rows = np.arange(x.shape[0])[:, None]
     answer = regress(x, rewards[:, index.single])
-    # Whom each question's checks and joins start from: the best alone by the table (like
-    # questions' runs pooled), steadier than the regressions between workers nearly tied.
     order = np.argsort(-rewards[:, index.single], axis=1, kind="stable")
-    first = order[:, 0]
-    second = order[:, 1] if order.shape[1] > 1 else first
     none = np.zeros_like(answer)  # a move that is not open: plan never takes it
-    check = _role(x, rewards, index.chain[first], rows) if index.moves >= 2 else none
-    lo, hi = np.minimum(first, second), np.maximum(first, second)
-    judge = _role(x, rewards, index.join[lo, hi], rows) if index.moves >= 3 else none
+    check = none
+    if index.moves >= 2:
+        check = _best(x, rewards, [index.chain[order[:, i]] for i in range(min(2, len(answer)))])
+    judge = none
+    if index.moves >= 3:
+        top = order[:, :3]
+        pairs = [(i, j) for i in range(top.shape[1]) for j in range(i + 1, top.shape[1])]
+        judge = _best(
+            x,
+            rewards,
+            [
+                index.join[np.minimum(top[:, i], top[:, j]), np.maximum(top[:, i], top[:, j])]
+                for i, j in pairs
+            ],
+        )
     return StepWeights(answer, check, judge, np.zeros((3, x.shape[1])))
 
 
-def _role(x: np.ndarray, rewards: np.ndarray, cols: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """(n, k + 1): a regression of the rewards at `cols` (N, n); -1, a shape the table lacks,
-    counts as the lowest reward in it."""
-    target = np.where(cols >= 0, rewards[rows, np.maximum(cols, 0)], rewards.min())
-    return regress(x, target)
+def _best(x: np.ndarray, rewards: np.ndarray, options: list[np.ndarray]) -> np.ndarray:
+    """(n, k + 1): a regression of each worker's best reward over `options`, each (N, n) table
+    columns of the shapes it could be in at each question; -1 (a shape the table lacks) counts
+    as the lowest reward in it."""
+    rows = np.arange(x.shape[0])[:, None]
+    floor = rewards.min()
+    values = [np.where(c >= 0, rewards[rows, np.maximum(c, 0)], floor) for c in options]
+    return regress(x, np.max(values, axis=0))
 
 
 def regress(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
@@ -296,7 +310,9 @@ def regress(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
     zc = z - mean
     level = targets.mean(axis=0)
     gram = zc.T @ zc
-    penalty = RIDGE * (np.trace(gram) / max(1, gram.shape[0])) * np.eye(gram.shape[0])
+    # A floor: questions whose inputs are all alike leave nothing to fit but the level.
+    scale = max(float(np.trace(gram)) / max(1, gram.shape[0]), 1e-9)
+    penalty = RIDGE * scale * np.eye(gram.shape[0])
     slopes = np.linalg.solve(gram + penalty, zc.T @ (targets - level))
     return np.vstack([level - mean @ slopes, slopes]).T
 
