@@ -225,6 +225,25 @@ def test_the_search_spends_where_the_policy_is_unsure_and_within_its_budget() ->
     assert next_batch(obs, near, [3] * 6, 2, rng, 40, floor=0.5) == []  # nothing fits
 
 
+def test_the_step_policy_search_buys_the_most_gain_a_call() -> None:
+    # 200 questions alike, each worker alone measured right half the time; shape 2 costs one
+    # call (a check), shape 3 two (a join), neither measured: with `per_call` a question buys
+    # the join only where its draw promises twice the check's gain.
+    x = np.random.default_rng(1).normal(0, 0.1, (200, 2))
+    obs = Observations.empty(200, 4)
+    for q in range(200):
+        obs.add(q, 0, 0.75)
+        obs.add(q, 1, 0.75)
+    near = neighbours(x)
+    picks = {}
+    for per_call in (False, True):
+        rng = np.random.default_rng(0)
+        jobs = next_batch(obs, near, [1, 1, 1, 2], 10**6, rng, 200, floor=0.5, per_call=per_call)
+        picks[per_call] = sum(1 for _, s in jobs if s == 2) / len(jobs)
+    assert 0.4 < picks[False] < 0.6, picks  # gain alone: a coin
+    assert picks[True] > picks[False] + 0.07, picks  # the check, where it promises half as much
+
+
 def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
     # The join kind: w2 is right 95 % only when it sees both w0's and w1's answers; every
     # worker alone, and w2 seeing one of them, is right at most 20 %. Only `w0 > w1 > w2<0,1`
@@ -279,8 +298,8 @@ def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
 # arith's specialist, the others are noise.
 EIGHT = {
     "w0": {"arith": 0.95, "chain": 0.6, "join": 0.05},
-    "w1": {"arith": 0.1, "chain": 0.05, "join": 0.6},
-    "w2": {"arith": 0.1, "chain": 0.05, "join": 0.6},
+    "w1": {"arith": 0.1, "chain": 0.05, "join": 0.4},
+    "w2": {"arith": 0.1, "chain": 0.05, "join": 0.4},
     "w3": {"arith": 0.1, "chain": 0.05, "join": 0.05},
     "w4": {"arith": 0.6, "chain": 0.1, "join": 0.1},
     "w5": {"arith": 0.1, "chain": 0.05, "join": 0.05},
@@ -294,11 +313,12 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gguf_path: Path
 ) -> None:
     fresh_dirs(tmp_path, monkeypatch, "eight")
-    bank = make_questions(["arith", "chain", "join"], 24)
+    # Two of each chain and join for one arith: the multi-step kinds need the questions.
+    bank = make_questions(["arith", "chain", "join", "chain", "join"], 14)
     sim = SimulatedPool(bank, EIGHT, EIGHT_HELPED)
     try:
         config = sim.config(tmp_path / "eight.toml", max_steps=3)
-        # 60 to train on (20 a kind), as a user types them; 12 the training never sees.
+        # 60 to train on, as a user types them; 10 the training never sees.
         rows = [
             {"id": f"q{q.number}", "question": q.text, "answer": q.answer, "instruction": False}
             for q in bank.values()
@@ -313,9 +333,11 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
         assert_one_line_error(proc, 2, "--policy steps")
         proc = run_cli("train", "qa", str(data), "--config", str(config), "--rounds", "2")
         assert_one_line_error(proc, 2, "--rounds 2 with the step policy")
+        # 25 calls a question: on 60 questions (bench/prove_eight.py trains on 160 with 19) a
+        # join measured on few neighbours is estimated too close to its drafts alone.
         proc = run_cli(
             "train", "qa", str(data), "--config", str(config), "--out", "eight", "--json",
-            "--max-calls", str(19 * 60), *TRAIN,
+            "--max-calls", str(25 * 60), *TRAIN,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         record = json.loads(proc.stdout)
@@ -323,7 +345,7 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
         assert hyper["policy"] == "steps"  # auto, beyond the shape head
         assert hyper["shapes"] == 8 + 64 + 8 * 28
         assert hyper["weights"] == 3 * 9 * (hyper["pca_dims"] + 1)  # linear in the pool
-        assert record["worker_calls"] <= 19 * 60 and sim.calls <= 19 * 60
+        assert record["worker_calls"] <= 25 * 60 and sim.calls <= 25 * 60
         out = tmp_path / "eval.json"
         proc = run_cli(
             "eval", "qa", str(held), "--config", str(config), "--strategies", "conductor:eight",
@@ -336,7 +358,7 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
                 row = json.loads(line)
                 kind = bank[int(row["problem_id"][1:])].kind
                 shapes[kind].append(row["detail"]["shape"])
-        assert all(len(v) == 4 for v in shapes.values()), shapes
+        assert [len(v) for v in shapes.values()] == [2, 4, 4], shapes
         # chain: w3 reads w0's answer, as the two-step chain for the most part; join: the
         # three steps; arith: w0's answer (a step that only ties may come first, a call for
         # nothing: docs/train.md says how often on the bench).

@@ -6,9 +6,9 @@ at a question is estimated from the measured runs of that shape on the question'
 neighbours in the conductor's hidden state (the question itself included): like questions
 reward like workflows. Each batch then buys, on the questions where it could matter most, the
 one unmeasured shape whose reward, drawn from a Beta posterior over those runs (Thompson
-sampling), most exceeds the best estimate there; where no draw beats it by MIN_GAIN the
-question is settled. The rewards of the shapes never bought are estimated, not measured: the
-head learns from the estimated table (`estimates`).
+sampling), most exceeds the best estimate there (for the step policy: most a call); where no
+draw beats it by MIN_GAIN the question is settled. The rewards of the shapes never bought are
+estimated, not measured: the head learns from the estimated table (`estimates`).
 """
 
 from __future__ import annotations
@@ -86,11 +86,15 @@ def next_batch(
     max_jobs: int,
     closed: np.ndarray | None = None,
     floor: float = 0.0,
+    per_call: bool = False,
 ) -> list[tuple[int, int]]:
     """At most `max_jobs` (question, shape) pairs to measure next, costing at most `budget`
     calls (`calls[s]`: what shape s costs on a question whose single runs are measured); []
     when every question is settled or nothing fits. `closed` (n, S): pairs not to buy.
-    `floor`: the reward of a wrong answer, the bottom of the scale the draws are made on."""
+    `floor`: the reward of a wrong answer, the bottom of the scale the draws are made on.
+    `per_call`: each question buys the shape with the most gain a call (of those that gain
+    MIN_GAIN), and the questions are served in that order: a two-step check before a
+    three-step join that promises no more."""
     sums, counts = pooled(obs, near)
     # On a 0-1 scale from a wrong answer to a right one: a Beta's uniform prior then means
     # "as likely right as wrong", not "surely wrong".
@@ -102,11 +106,17 @@ def next_batch(
     gain[obs.counts > 0] = -np.inf  # one measurement per (question, shape) is enough here
     if closed is not None:
         gain[closed] = -np.inf
-    shape = np.argmax(gain, axis=1)
-    value = gain[np.arange(len(shape)), shape]
+    if per_call:
+        price = np.maximum(np.asarray(calls, dtype=np.float64), 1.0)
+        score = np.where(gain >= MIN_GAIN, gain / price, -np.inf)
+    else:
+        score = gain
+    shape = np.argmax(score, axis=1)
+    rows = np.arange(len(shape))
+    value = gain[rows, shape]
     chosen: list[tuple[int, int]] = []
     spent = 0
-    for q in np.argsort(-value, kind="stable"):
+    for q in np.argsort(-score[rows, shape], kind="stable"):
         if value[q] < MIN_GAIN or len(chosen) >= max_jobs:
             break
         cost = calls[int(shape[q])]

@@ -198,7 +198,15 @@ def _measure(
         closed |= beyond_drafts(index, answers, len(shapes))
     while not runs.stopped:
         jobs = next_batch(
-            obs, near, calls, reward_limit - spent(), rng, batch, closed, floor=PARSED
+            obs,
+            near,
+            calls,
+            reward_limit - spent(),
+            rng,
+            batch,
+            closed,
+            floor=PARSED,
+            per_call=index is not None,
         )
         if not jobs:
             break
