@@ -137,3 +137,21 @@ def test_the_regressions_keep_the_level_and_survive_questions_all_alike() -> Non
     mean, scale, components = fit_pca(same, 16)
     flat = regress(project(mean, scale, components, same), np.array([[0.5, 1.0], [1.0, 1.0]]))
     assert np.allclose(flat[:, 1:], 0.0) and np.allclose(flat[:, 0], [0.75, 1.0])
+
+
+def test_either_head_loads_from_one_reader_and_a_bad_file_is_one_line(tmp_path) -> None:
+    from conductor_cli.errors import ModelError
+    from conductor_cli.train.chooser import load_head
+
+    workers = ("w0", "w1")
+    shapes = candidate_shapes(list(workers), 3, "adaptive", "steps")
+    x = np.hstack([np.ones((8, 1)), np.random.default_rng(4).normal(size=(8, 3))])
+    weights, moves = fit_steps(x, np.random.default_rng(5).random((8, len(shapes))), shapes,
+                               list(workers), seed=0, generations=2)  # fmt: skip
+    path = tmp_path / "head.json"
+    StepHead(np.zeros(3), np.ones(3), np.eye(3), workers, weights, moves).save(path)
+    assert isinstance(load_head(path), StepHead)
+    for text in ("not json", "[1, 2]", '{"kind": "step-head"}', '{"shapes": []}'):
+        path.write_text(text)
+        with pytest.raises(ModelError, match="not a readable trained head"):
+            load_head(path)

@@ -4,14 +4,13 @@ trained with `--tasks fixed` fixes the tasks too, to the words its rewards were 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from conductor_cli.config.settings import ConductorSettings, WorkerConfig
 from conductor_cli.errors import WorkflowError
 from conductor_cli.train.features import PromptFeatures
-from conductor_cli.train.head import Head
+from conductor_cli.train.head import Head, read_head
 from conductor_cli.train.registry import TrainedConductor
 from conductor_cli.train.shapes import Shape, fixed_grammar, shape_grammar
 from conductor_cli.train.step_head import StepHead
@@ -25,11 +24,11 @@ TASKS = ("written", "fixed")
 
 def load_head(path: Path) -> Head | StepHead:
     """The trained head in `path`: a shape head, or a step policy ("kind": "step-head")."""
-    try:
-        kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None  # Head.load says what is wrong with it
-    return StepHead.load(path) if kind == "step-head" else Head.load(path)
+
+    def build(data: dict) -> Head | StepHead:
+        return (StepHead if data.get("kind") == "step-head" else Head).from_dict(data)
+
+    return read_head(path, build)
 
 
 class HeadChooser:

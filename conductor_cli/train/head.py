@@ -44,6 +44,11 @@ class Head:
         return self.shapes[int(np.argmax(self.project(features)[0] @ self.weights))]
 
     @property
+    def size(self) -> int:
+        """Its weights (the PCA's aside)."""
+        return int(self.weights.size)
+
+    @property
     def workers(self) -> tuple[str, ...]:
         """The workers its shapes name, in order of first appearance."""
         return tuple(dict.fromkeys(w for s in self.shapes for w in s.workers))
@@ -81,10 +86,19 @@ class Head:
 
     @classmethod
     def load(cls, path: Path) -> Head:
-        try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
+        return read_head(path, cls.from_dict)
+
+
+def read_head(path: Path, build: Callable[[dict[str, Any]], Any]) -> Any:
+    """`build` applied to the JSON object in `path`; one line naming the file if it is missing,
+    not JSON, or not a head `build` can read (shape head or step policy alike)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise TypeError("not a JSON object")
+        return build(data)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
 
 
 def project(
@@ -187,18 +201,15 @@ def search(
     return best
 
 
-def ridge(
-    inputs: np.ndarray, rewards: np.ndarray, strength: float = 1e-2, scaled: bool = True
-) -> np.ndarray:
+def ridge(inputs: np.ndarray, rewards: np.ndarray, strength: float = 1e-2) -> np.ndarray:
     """(k + 1, S): a linear prediction of each shape's reward, scaled to unit spread (only its
-    argmax matters, and the search's step size is set for weights of about that size) unless
-    `scaled` is False."""
+    argmax matters, and the search's step size is set for weights of about that size)."""
     width = inputs.shape[1]
     gram = inputs.T @ inputs
     penalty = strength * (np.trace(gram) / width) * np.eye(width)
     weights = np.linalg.solve(gram + penalty, inputs.T @ rewards)
     spread = float(weights.std())
-    return weights / spread if spread > 0 and scaled else weights
+    return weights / spread if spread > 0 else weights
 
 
 def best_fixed_shape(rewards: np.ndarray, shapes: Sequence[Shape]) -> tuple[Shape, float]:

@@ -101,9 +101,9 @@ def candidate_shapes(
     shapes = enumerate_shapes(workers, max_steps)
     joins = join_shapes(workers) if max_steps >= 3 else []
     if policy == "steps":
-        return [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1] + joins
+        return _every_step_counts(shapes) + joins
     if search == "adaptive":
-        shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
+        shapes = _every_step_counts(shapes)
         if len(shapes) + len(joins) <= MAX_SHAPES:
             shapes += joins
     if len(shapes) > MAX_SHAPES:
@@ -124,8 +124,14 @@ def resolve_policy(workers: Sequence[str], max_steps: int, search: str, policy: 
         return policy
     shapes = enumerate_shapes(workers, max_steps)
     if search == "adaptive":
-        shapes = [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
+        shapes = _every_step_counts(shapes)
     return "shapes" if len(shapes) <= MAX_SHAPES else "steps"
+
+
+def _every_step_counts(shapes: list[Shape]) -> list[Shape]:
+    """A single worker, or steps each seen by the next: a step the last one does not see only
+    repeats a single worker's run."""
+    return [s for s in shapes if all(s.sees[1:]) or len(s.workers) == 1]
 
 
 def _run_id(work: Path) -> str:
@@ -448,7 +454,7 @@ def train_head(
             "hyperparameters": {
                 "search": options.head.search,
                 "policy": policy,
-                "weights": head.size if isinstance(head, StepHead) else int(head.weights.size),
+                "weights": head.size,
                 "shapes": len(shapes),
                 "max_shape_steps": max(len(s.workers) for s in shapes),
                 "repeats": repeats,

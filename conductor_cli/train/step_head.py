@@ -27,14 +27,19 @@ from typing import Any
 
 import numpy as np
 
-from conductor_cli.errors import ModelError
-from conductor_cli.train.head import CV_MARGIN, GENERATIONS, project, search
+from conductor_cli.train.head import CV_MARGIN, GENERATIONS, project, read_head, search
 from conductor_cli.train.shapes import Shape
 
 MOVES = ("answer", "check", "join")
-# The evolution's step size on weights of unit spread: the regressions are a good start, and
-# larger steps only scatter ~500 weights.
-SIGMA = 0.1  # of the weights' spread
+# The gates' evolution step size, as a share of the regressions' spread: they start from a
+# good ranking within each role, and larger steps only scatter it.
+SIGMA = 0.1
+# Whom checks and joins start from, at each question: checks of the FIRSTS workers best alone,
+# joins of two of the PAIRS_OF best (one spare each: the estimates of workers nearly tied alone
+# are noise). The search buys only these (beyond_drafts); the regressions score each checker
+# and judge on them.
+FIRSTS = 2
+PAIRS_OF = 3
 # The regressions' penalty, as a share of the inputs' mean variance (head.ridge's).
 RIDGE = 1e-2
 # What each step beyond the first must add to a move's score (in reward units, 0.5 for a wrong
@@ -166,10 +171,7 @@ class StepHead:
 
     @classmethod
     def load(cls, path: Path) -> StepHead:
-        try:
-            return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
+        return read_head(path, cls.from_dict)
 
 
 @dataclass(frozen=True)
@@ -269,24 +271,26 @@ def regressions(inputs: np.ndarray, rewards: np.ndarray, index: ShapeIndex) -> S
     saw. The gates start at zero: each move's score is then its predicted reward."""
     x = inputs
     answer = regress(x, rewards[:, index.single])
-    order = np.argsort(-rewards[:, index.single], axis=1, kind="stable")
+    checks, joins = _drafts(index, rewards[:, index.single])
     none = np.zeros_like(answer)  # a move that is not open: plan never takes it
-    check = none
-    if index.moves >= 2:
-        check = _best(x, rewards, [index.chain[order[:, i]] for i in range(min(2, len(answer)))])
-    judge = none
-    if index.moves >= 3:
-        top = order[:, :3]
-        pairs = [(i, j) for i in range(top.shape[1]) for j in range(i + 1, top.shape[1])]
-        judge = _best(
-            x,
-            rewards,
-            [
-                index.join[np.minimum(top[:, i], top[:, j]), np.maximum(top[:, i], top[:, j])]
-                for i, j in pairs
-            ],
-        )
+    check = _best(x, rewards, checks) if index.moves >= 2 else none
+    judge = _best(x, rewards, joins) if index.moves >= 3 else none
     return StepWeights(answer, check, judge, np.zeros((3, x.shape[1])))
+
+
+def _drafts(index: ShapeIndex, answers: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The checks and the joins each question may start from, by `answers` (N, n), each best
+    alone first: lists of (N, n) table columns, one entry a worker as the checker or judge
+    (-1 where the table lacks the shape)."""
+    order = np.argsort(-answers, axis=1, kind="stable")
+    checks = [index.chain[order[:, i]] for i in range(min(FIRSTS, order.shape[1]))]
+    top = order[:, :PAIRS_OF]
+    joins = [
+        index.join[np.minimum(top[:, i], top[:, j]), np.maximum(top[:, i], top[:, j])]
+        for i in range(top.shape[1])
+        for j in range(i + 1, top.shape[1])
+    ]
+    return checks, joins
 
 
 def _best(x: np.ndarray, rewards: np.ndarray, options: list[np.ndarray]) -> np.ndarray:
@@ -317,26 +321,18 @@ def regress(x: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.vstack([level - mean @ slopes, slopes]).T
 
 
-def beyond_drafts(
-    index: ShapeIndex, answers: np.ndarray, shapes: int, firsts: int = 2, pairs_of: int = 3
-) -> np.ndarray:
+def beyond_drafts(index: ShapeIndex, answers: np.ndarray, shapes: int) -> np.ndarray:
     """(N, S) True where a chain or a join starts from answers the policy would not take at
-    that question: it checks only its best answerer and joins only its best two, so the search
-    buys checks of the `firsts` best by `answers` (N, n) and joins of pairs among the
-    `pairs_of` best (one spare each, for the estimates' noise). A helper that is poor alone
-    but a good first draft for another is not found this way (docs/train.md)."""
+    that question (by `answers` (N, n), each worker's estimate alone): the search buys only the
+    checks and joins of FIRSTS and PAIRS_OF. A helper that is poor alone but a good first
+    draft for another is not found this way (docs/train.md)."""
     count = answers.shape[0]
     closed = np.zeros((count, shapes), dtype=bool)
     closed[:, index.chain[index.chain >= 0]] = True
     closed[:, index.join[index.join >= 0]] = True
-    order = np.argsort(-answers, axis=1, kind="stable")
-    for q in range(count):
-        for a in order[q, :firsts]:
-            cols = index.chain[a]
-            closed[q, cols[cols >= 0]] = False
-        best = sorted(order[q, :pairs_of])
-        for i, a in enumerate(best):
-            for b in best[i + 1 :]:
-                cols = index.join[a, b]
-                closed[q, cols[cols >= 0]] = False
+    checks, joins = _drafts(index, answers)
+    rows = np.broadcast_to(np.arange(count)[:, None], (count, len(index.single)))
+    for cols in checks + joins:
+        there = cols >= 0
+        closed[rows[there], cols[there]] = False
     return closed
