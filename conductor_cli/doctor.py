@@ -237,9 +237,9 @@ def _sandbox() -> Check:
 
     try:
         isolation = Sandbox().isolation
-    except ConductorError as e:  # no Landlock and no CONDUCTOR_SANDBOX=unconfined
+    except ConductorError as e:  # a confinement missing and no CONDUCTOR_SANDBOX=unconfined
         return Check("sandbox", "warn", str(e))
-    return Check("sandbox", "ok" if isolation.landlock else "warn", isolation.describe())
+    return Check("sandbox", "warn" if isolation.unconfined else "ok", isolation.describe())
 
 
 def _writable(what: str, directory: Path) -> Check:

@@ -230,12 +230,14 @@ def test_config_reference_is_complete_and_current() -> None:
     from conductor_cli.config.settings import (
         _CACHE_TYPES,
         _CONDUCTOR_TYPES,
+        _SANDBOX_TYPES,
         _SERVER_TYPES,
         _WORKER_TYPES,
     )
 
     keys = {f"conductor.{k}" for k in _CONDUCTOR_TYPES} | {f"workers.{k}" for k in _WORKER_TYPES}
     keys |= {f"cache.{k}" for k in _CACHE_TYPES} | {f"server.{k}" for k in _SERVER_TYPES}
+    keys |= {f"sandbox.{k}" for k in _SANDBOX_TYPES}
     assert keys == set(KEY_HELP), keys ^ set(KEY_HELP)  # every accepted key is documented
     repo = Path(__file__).resolve().parent.parent
     assert (repo / "docs" / "config.md").read_text(encoding="utf-8") == reference_markdown(), (

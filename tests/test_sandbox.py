@@ -3,6 +3,8 @@ dir, and dies whole. Every test runs real processes."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import secrets
 import shutil
@@ -16,6 +18,8 @@ import pytest
 
 from conductor_cli.errors import InputError
 from conductor_cli.sandbox import Limits, Sandbox
+from conductor_cli.sandbox.isolation import machine_mb
+from conductor_cli.tools.python_tool import LIMITS as PYTHON_TOOL_LIMITS
 
 LIMITS = Limits(wall_s=2.5, cpu_s=1, memory_mb=256, file_mb=1, processes=16)
 
@@ -31,13 +35,13 @@ check(add)
 """
 
 
-@pytest.fixture(scope="module", params=[None, False], ids=["best", "sockets-blocked"])
-def sandbox(request: pytest.FixtureRequest) -> Sandbox:
-    # `None` takes the strongest isolation this machine allows (a network namespace where the
-    # kernel lets us make one); `False` is the fallback for machines without one.
+@pytest.fixture(scope="module")
+def sandbox() -> Sandbox:
+    # The strongest isolation this machine allows; a machine that cannot confine refuses
+    # (tested below), so there is nothing weaker to test.
     try:
-        return Sandbox(LIMITS, use_namespace=request.param)
-    except InputError as e:  # a kernel without Landlock: the sandbox refuses to run
+        return Sandbox(LIMITS)
+    except InputError as e:  # a kernel without Landlock, seccomp or namespaces
         pytest.skip(str(e))
 
 
@@ -116,6 +120,7 @@ def test_what_it_forks_dies_with_it(sandbox: Sandbox) -> None:
     # can reach it; it reports its pid on its output (it may write nowhere else).
     program = """
 import os, time
+print("run", os.environ["CONDUCTOR_SANDBOX_RUN"], flush=True)
 if os.fork() == 0:
     os.setsid()
     print("child", os.getpid(), flush=True)
@@ -131,10 +136,10 @@ else:
         if sandbox.isolation.namespace:
             # The pid is the child's pid inside its PID namespace; no process of ours may
             # still run the sleep.
-            assert not _sleepers()
+            assert not _sleepers(outcome.output)
         else:
             assert not _alive(int(reported[0]))
-    assert not _sleepers()
+    assert not _sleepers(outcome.output)
 
 
 def test_a_fork_bomb_meets_the_process_limit_and_nothing_survives(sandbox: Sandbox) -> None:
@@ -142,6 +147,7 @@ def test_a_fork_bomb_meets_the_process_limit_and_nothing_survives(sandbox: Sandb
     # the test stays light on a shared machine.
     bomb = """
 import os, time
+print("run", os.environ["CONDUCTOR_SANDBOX_RUN"], flush=True)
 while True:
     try:
         os.fork()
@@ -153,7 +159,7 @@ while True:
     assert outcome.status == "timeout"
     assert "refused" in outcome.output  # RLIMIT_NPROC held, not only the wall clock
     time.sleep(0.2)
-    assert not _sleepers()
+    assert not _sleepers(outcome.output)
 
 
 def _alive(pid: int) -> bool:
@@ -164,18 +170,20 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _sleepers() -> list[int]:
-    """Live processes whose command line mentions the sandbox program (zombies excluded)."""
+def _sleepers(output: str) -> list[int]:
+    """Live processes of the run whose output this is (it printed its run's mark), zombies
+    excluded. Other tests' programs may run beside it."""
+    mark = f"CONDUCTOR_SANDBOX_RUN={output.split('run ')[1].split()[0]}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             status = (entry / "status").read_text()
-            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if b"conductor-sandbox-" in cmdline and "State:\tZ" not in status:
+        if mark in environ.split(b"\0") and "State:\tZ" not in status:
             found.append(int(entry.name))
     return found
 
@@ -237,7 +245,6 @@ def _targets(outside: Path) -> list[str]:
         str(outside / "home" / ".profile"),
         f"/tmp/{name}",
         f"/var/tmp/{name}",
-        f"/dev/shm/{name}",
     ]
 
 
@@ -262,8 +269,19 @@ def test_writes_outside_its_folder_fail_and_leave_nothing(sandbox: Sandbox, outs
                 os.remove(path)
 
 
-def test_it_writes_in_its_own_folder_and_reads_elsewhere(sandbox: Sandbox) -> None:
-    readable = Path("/etc/hostname") if Path("/etc/hostname").exists() else Path("/etc/passwd")
+def test_its_dev_shm_is_its_own(sandbox: Sandbox) -> None:
+    # multiprocessing's semaphores live in /dev/shm: the program gets a private one.
+    name = f"conductor-test-{secrets.token_hex(6)}"
+    outcome = sandbox.run(
+        f"import os\nopen('/dev/shm/{name}', 'w').write('x')\nprint(os.listdir('/dev/shm'))\n"
+    )
+    assert outcome.passed, outcome.output
+    assert outcome.output.strip() == repr([name])
+    assert not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_it_writes_in_its_own_folder_and_reads_the_system(sandbox: Sandbox) -> None:
+    readable = Path("/etc/ssl/certs")
     outcome = sandbox.run(
         f"""
 import os, subprocess
@@ -277,11 +295,11 @@ assert os.system("echo from-a-child > child.txt") == 0
 assert open("child.txt").read() == "from-a-child\\n"
 open(os.devnull, "w").write("thrown away")
 subprocess.run(["true"], stdout=subprocess.DEVNULL, check=True)
-print(open({str(readable)!r}).read())
+print(sorted(os.listdir({str(readable)!r}))[:3])
 """
     )
     assert outcome.passed, outcome.output
-    assert readable.read_text().strip() in outcome.output
+    assert str(sorted(os.listdir(readable))[:3]) in outcome.output
 
 
 def test_tcp_is_blocked_below_python(sandbox: Sandbox, listener: socket.socket) -> None:
@@ -320,20 +338,40 @@ def test_no_secret_from_the_environment(sandbox: Sandbox, monkeypatch: pytest.Mo
     assert secret not in outcome.output
 
 
-def test_the_isolation_is_named(sandbox: Sandbox) -> None:
+def test_each_confinement_is_named(sandbox: Sandbox) -> None:
     described = sandbox.isolation.describe()
-    assert f"Landlock v{sandbox.isolation.landlock} (writes only in its folder" in described
-    assert "16 processes" in described
+    v = sandbox.isolation.landlock
+    for said in (
+        f"reads: Python, system libraries and its folder only (Landlock v{v})",
+        f"writes: its folder only (Landlock v{v})",
+        "network: none (Landlock, network namespace)",
+        "unix sockets: none (seccomp)",
+        "processes: 16",
+        f"disk: {LIMITS.disk_mb} MB (tmpfs)",
+    ):
+        assert said in described, described
+    assert "memory: 256 MB" in described
     assert sandbox.run("pass").isolation == described
 
 
-def test_without_landlock_it_refuses_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("kwargs", "names"),
+    [
+        ({"use_landlock": False}, ["reads and writes", "Landlock"]),
+        ({"use_namespace": False}, ["disk", "namespace"]),
+    ],
+    ids=["no-landlock", "no-namespaces"],
+)
+def test_without_a_confinement_it_refuses_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, bool], names: list[str]
+) -> None:
     monkeypatch.delenv("CONDUCTOR_SANDBOX", raising=False)
     with pytest.raises(InputError) as refused:
-        Sandbox(LIMITS, use_landlock=False)
+        Sandbox(LIMITS, **kwargs)
     message = str(refused.value)
     assert "\n" not in message
-    assert "Landlock" in message and "CONDUCTOR_SANDBOX=unconfined" in message
+    assert all(name in message for name in names), message
+    assert "CONDUCTOR_SANDBOX=unconfined" in message
 
 
 def test_unconfined_runs_without_landlock_and_says_so(
@@ -342,6 +380,7 @@ def test_unconfined_runs_without_landlock_and_says_so(
     monkeypatch.setenv("CONDUCTOR_SANDBOX", "unconfined")
     sandbox = Sandbox(LIMITS, use_landlock=False)
     assert sandbox.isolation.describe().startswith("unconfined (CONDUCTOR_SANDBOX=unconfined")
+    assert "reads: anything its user may" in sandbox.isolation.describe()
     outcome = sandbox.run(CORRECT)
     assert outcome.passed and "unconfined" in outcome.isolation
     # The control for the write test: without Landlock this folder really is writable, so
@@ -349,3 +388,179 @@ def test_unconfined_runs_without_landlock_and_says_so(
     outcome = sandbox.run(f"open({str(outside / 'file')!r}, 'w').write('x')\n")
     assert outcome.passed, outcome.output
     assert (outside / "file").exists()
+
+
+# --- Hostile code (issue 40): what a program must not read, reach, fill or allocate, and
+# ordinary programs that must still run. Each runs under the python tool's limits and under
+# eval's code scorer's (the default Limits), the two users of the sandbox.
+
+TOOL_LIMITS = dataclasses.replace(PYTHON_TOOL_LIMITS, wall_s=20.0, cpu_s=20)
+
+
+@pytest.fixture(scope="module", params=["python-tool", "eval-scorer"])
+def confined(request: pytest.FixtureRequest) -> Sandbox:
+    try:
+        return Sandbox(TOOL_LIMITS if request.param == "python-tool" else Limits())
+    except InputError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def planted() -> Iterator[dict[str, Path]]:
+    """Secrets where a program might look: a file only its owner may read, a world-readable
+    file in a folder anyone may enter, and a config file like conductor's own."""
+    folder = Path(tempfile.mkdtemp(prefix="conductor-test-planted-"))
+    folder.chmod(0o755)
+    files = {
+        "owner_only": folder / "id_ed25519",
+        "world": folder / "notes.txt",
+        "config": folder / "conductor" / "config.toml",
+    }
+    files["config"].parent.mkdir(mode=0o755)
+    for name, path in files.items():
+        path.write_text(f"SECRET-{name}-{secrets.token_hex(6)}")
+        path.chmod(0o600 if name == "owner_only" else 0o644)
+    yield files
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+_READS = """
+import os
+def attempt(what, act):
+    try:
+        print(what, "GOT", repr(act())[:200])
+    except OSError as e:
+        print(what, "refused", type(e).__name__)
+for path in {paths!r}:
+    attempt(path, lambda: open(path).read())
+for folder in {folders!r}:
+    attempt(folder, lambda: os.listdir(folder))
+print("capabilities", open("/proc/self/status").read().split("CapEff:")[1].split()[0])
+print("processes", sorted(p for p in os.listdir("/proc") if p.isdigit()))
+"""
+
+
+def test_it_reads_nothing_outside_what_python_needs(
+    confined: Sandbox, planted: dict[str, Path]
+) -> None:
+    home = os.path.expanduser("~")
+    paths = [str(p) for p in planted.values()] + ["/etc/shadow", "/etc/passwd"]
+    folders = [home, str(planted["world"].parent), "/tmp", "/home", "/root", "/etc/ssl"]
+    outcome = confined.run(_READS.format(paths=paths, folders=folders))
+    assert outcome.passed, outcome.output
+    assert "GOT" not in outcome.output, outcome.output
+    assert outcome.output.count("refused") == len(paths) + len(folders), outcome.output
+    assert all(p.read_text() not in outcome.output for p in planted.values())
+    # No capability reads past file permissions; its own processes only (a PID namespace).
+    assert "capabilities 0000000000000000" in outcome.output
+    listed = outcome.output.split("processes ")[1]
+    assert len(eval(listed)) <= 3, listed  # unshare, the program (and a zombie at most)
+
+
+@pytest.fixture
+def unix_listener() -> Iterator[tuple[str, socket.socket]]:
+    """A pathname unix socket anyone may connect to (like an ssh agent's or docker's)."""
+    folder = Path(tempfile.mkdtemp(prefix="conductor-test-unix-"))
+    folder.chmod(0o777)
+    path = str(folder / "agent.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    os.chmod(path, 0o777)
+    server.listen(4)
+    server.settimeout(0.5)
+    try:
+        yield path, server
+    finally:
+        server.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_no_unix_socket_outside_from_a_child_or_ctypes(
+    confined: Sandbox, unix_listener: tuple[str, socket.socket]
+) -> None:
+    path, server = unix_listener
+    program = f"""
+import ctypes, subprocess, sys
+child = "import _socket; s = _socket.socket(_socket.AF_UNIX); s.connect({path!r}); s.send(b'x')"
+ran = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+print("child exit", ran.returncode, ran.stderr.strip().splitlines()[-1:])
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.socket(1, 1, 0)  # AF_UNIX, SOCK_STREAM, below Python altogether
+print("ctypes socket", fd, ctypes.get_errno())
+"""
+    outcome = confined.run(program)
+    assert outcome.passed, outcome.output
+    assert "child exit 1" in outcome.output and "PermissionError" in outcome.output
+    assert "ctypes socket -1 1" in outcome.output  # EPERM
+    with pytest.raises(TimeoutError):
+        server.accept()  # nothing ever connected
+
+
+def test_its_folder_is_bounded(confined: Sandbox) -> None:
+    # Files as big as the file limit lets it write, until the folder is full.
+    size = confined.limits.file_mb * 2**20
+    program = f"""
+written = 0
+try:
+    for i in range(1000):
+        with open(f"f{{i}}", "wb") as f:
+            f.write(b"x" * {size})
+        written += 1
+finally:
+    print("MB written", written * {confined.limits.file_mb})
+"""
+    outcome = confined.run(program)
+    assert outcome.status == "disk", outcome.output
+    written = int(outcome.output.split("MB written ")[1].split()[0])
+    assert confined.limits.disk_mb - confined.limits.file_mb <= written <= confined.limits.disk_mb
+
+
+def test_memory_is_bounded_for_all_it_starts(confined: Sandbox) -> None:
+    # Six processes of 400 MB each: each is under the per-process limit, together not.
+    program = """
+import os, time
+children = []
+for i in range(6):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(400 * 2**20)
+        for j in range(0, len(block), 4096):
+            block[j] = 1
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+print([os.waitpid(pid, 0)[1] for pid in children])
+"""
+    outcome = confined.run(program)
+    if not confined.isolation.memory:  # no cgroup: fewer processes, each bounded
+        assert confined.isolation.processes() * confined.limits.memory_mb * 4 <= machine_mb()
+        assert not outcome.passed
+        return
+    assert outcome.status == "memory", outcome.output
+
+
+def test_ordinary_programs_still_run(confined: Sandbox) -> None:
+    program = """
+import collections, datetime, decimal, json, math, random, re, statistics
+import multiprocessing, subprocess, sys
+data = {"mean": statistics.mean([1, 2, 3, 4]), "sqrt": math.sqrt(16),
+        "date": datetime.date(2026, 11, 27).isoformat(), "dec": str(decimal.Decimal("0.1") * 3),
+        "re": re.findall(r"\\d+", "a1b22"), "count": collections.Counter("aab")["a"],
+        "rand": random.Random(1).randint(1, 6)}
+print(json.dumps(data, sort_keys=True))
+print(subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True,
+                     text=True).stdout.strip())
+with multiprocessing.Pool(2) as pool:
+    print(pool.map(abs, [-1, -2, -3]))
+with open("notes.txt", "w") as f:
+    f.write("kept")
+print(open("notes.txt").read())
+"""
+    outcome = confined.run(program)
+    assert outcome.passed, outcome.output
+    lines = outcome.output.splitlines()
+    assert json.loads(lines[0]) == {
+        "count": 2, "date": "2026-11-27", "dec": "0.3", "mean": 2.5, "rand": 2,
+        "re": ["1", "22"], "sqrt": 4.0,
+    }  # fmt: skip
+    assert lines[1:] == ["42", "[1, 2, 3]", "kept"]

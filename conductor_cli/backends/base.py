@@ -40,14 +40,19 @@ class Completion:
     finish_reason: str = "stop"  # "stop", "length" (max_tokens) or "loop" (stop_loops)
     cached: bool = False
     cost: float | None = None  # USD this call cost (0 for a cache hit); None: unknown
+    # A tool that ran a program: each confinement it ran under (Isolation.describe())
+    confinement: str | None = None
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "text": self.text,
             "tokens_in": self.tokens_in,
             "tokens_out": self.tokens_out,
             "finish_reason": self.finish_reason,
         }
+        if self.confinement is not None:
+            record["confinement"] = self.confinement
+        return record
 
     @classmethod
     def from_record(cls, record: dict[str, Any], *, cached: bool = False) -> Completion:
@@ -57,6 +62,7 @@ class Completion:
             tokens_out=int(record.get("tokens_out", 0)),
             finish_reason=str(record.get("finish_reason", "stop")),
             cached=cached,
+            confinement=record.get("confinement"),
         )
 
 

@@ -12,12 +12,14 @@ from conductor_cli.config.settings import (
     _CACHE_TYPES,
     _CONDUCTOR_TYPES,
     _MCP_SERVER_TYPES,
+    _SANDBOX_TYPES,
     _SERVER_TYPES,
     _TYPE_WORDS,
     _WORKER_TYPES,
     CacheSettings,
     ConductorSettings,
     McpServerConfig,
+    SandboxSettings,
     ServerSettings,
     WorkerConfig,
 )
@@ -71,6 +73,12 @@ KEY_HELP: dict[str, str] = {
     "exits after this many seconds with no request.",
     "server.max_concurrent_runs": "Runs `conductor serve` carries out at once; one more is "
     "answered 429 with Retry-After.",
+    "sandbox.wall_s": "The python tool stops a program after this many seconds.",
+    "sandbox.cpu_s": "Seconds of CPU a python tool program may use.",
+    "sandbox.memory_mb": "Memory of a python tool program and everything it starts, together "
+    "(a cgroup where one can be had; else a limit per process, with fewer processes).",
+    "sandbox.disk_mb": "What a python tool program may write in its folder (a tmpfs).",
+    "sandbox.processes": "Processes and threads a python tool program may start.",
 }
 # [mcp_servers.NAME] tables (named by the user, so not `config set` keys).
 MCP_SERVER_HELP: dict[str, str] = {
@@ -87,6 +95,7 @@ _SECTIONS = (
     ("workers", "[[workers]] (one table per worker)", _WORKER_TYPES, WorkerConfig),
     ("cache", "[cache]", _CACHE_TYPES, CacheSettings),
     ("server", "[server]", _SERVER_TYPES, ServerSettings),
+    ("sandbox", "[sandbox]", _SANDBOX_TYPES, SandboxSettings),
     (
         "mcp_servers",
         "[mcp_servers.NAME] (one table per MCP server)",

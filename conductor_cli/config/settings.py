@@ -95,6 +95,17 @@ class CacheSettings:
 
 
 @dataclass(frozen=True)
+class SandboxSettings:
+    """Limits of the python tool's sandbox (conductor_cli/sandbox), per program run."""
+
+    wall_s: float = 10.0
+    cpu_s: int = 10
+    memory_mb: int = 512  # the program and everything it starts, together
+    disk_mb: int = 64  # its folder
+    processes: int = 64
+
+
+@dataclass(frozen=True)
 class ServerSettings:
     port: int = 8787
     # Runs at once; one more gets 429 with Retry-After (each run holds threads and memory).
@@ -132,6 +143,7 @@ class Config:
     workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
     cache: CacheSettings = field(default_factory=CacheSettings)
     server: ServerSettings = field(default_factory=ServerSettings)
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
     mcp_servers: tuple[McpServerConfig, ...] = ()
     source: Path | None = None  # the file it came from; None for the embedded default
 
@@ -187,8 +199,15 @@ _SERVER_TYPES: dict[str, type] = {
     "auto": bool,
     "idle_timeout_s": float,
 }
+_SANDBOX_TYPES: dict[str, type] = {
+    "wall_s": float,
+    "cpu_s": int,
+    "memory_mb": int,
+    "disk_mb": int,
+    "processes": int,
+}
 _MCP_SERVER_TYPES: dict[str, type] = {"command": str, "args": list, "env": dict, "type": str}
-_SECTIONS = ("conductor", "workers", "cache", "server", "mcp_servers")
+_SECTIONS = ("conductor", "workers", "cache", "server", "sandbox", "mcp_servers")
 _TYPE_WORDS = {
     str: "a string",
     int: "an integer",
@@ -437,6 +456,9 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
             server.max_concurrent_runs >= 1, "server.max_concurrent_runs", "must be at least 1."
         )
         _require(server.idle_timeout_s > 0, "server.idle_timeout_s", "must be above 0.")
+        sandbox = SandboxSettings(**_section(raw.get("sandbox", {}), _SANDBOX_TYPES, "sandbox"))
+        for key, value in asdict(sandbox).items():
+            _require(value > 0, f"sandbox.{key}", "must be above 0.")
         workers: tuple[WorkerConfig, ...] = (DEFAULT_WORKER,)
         if "workers" in raw:
             items = raw["workers"]
@@ -484,6 +506,7 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
         workers=workers,
         cache=cache,
         server=server,
+        sandbox=sandbox,
         mcp_servers=mcp_servers,
         source=source,
     )
@@ -529,6 +552,8 @@ def config_to_dict(config: Config) -> dict[str, Any]:
         "cache": clean(asdict(config.cache)),
         "server": clean(asdict(config.server)),
     }
+    if config.sandbox != SandboxSettings():  # left out at its defaults, as mcp_servers
+        out["sandbox"] = asdict(config.sandbox)
     if config.mcp_servers:  # left out when there are none, so older outputs stay the same
         out["mcp_servers"] = {
             s.name: {"command": s.command, "args": list(s.args), "env": dict(s.env)}

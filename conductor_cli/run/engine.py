@@ -50,6 +50,7 @@ class StepResult:
     source: Source = "model"
     cost: float | None = None
     finish: str = "stop"  # the backend's finish_reason: "stop", "length" or "loop"
+    confinement: str | None = None  # a tool's sandbox, as Completion.confinement
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,7 +66,7 @@ class StepResult:
             "source": self.source,
             "cost": self.cost,
             "finish_reason": self.finish,
-        }
+        } | ({"confinement": self.confinement} if self.confinement else {})
 
     def finished(self) -> StepFinished:
         """The event that announces this result."""
@@ -79,6 +80,7 @@ class StepResult:
             self.source,
             self.cost,
             self.finish,
+            self.confinement,
         )
 
     @classmethod
@@ -96,6 +98,7 @@ class StepResult:
             source="trace",
             cost=record.get("cost"),
             finish=str(record.get("finish_reason") or "stop"),
+            confinement=record.get("confinement"),
         )
 
 
@@ -253,6 +256,7 @@ class Engine:
             source,
             done.cost,
             done.finish_reason,
+            done.confinement,
         )
         emit(result.finished())
         return result

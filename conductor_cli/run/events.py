@@ -75,6 +75,8 @@ class StepFinished:
     # Why generation ended: "stop" (done), "length" (cut at max_tokens), "loop" (stopped
     # repeating itself, one copy kept); None in traces written before it was recorded.
     finish: str | None = None
+    # A tool that ran a program: the confinements it ran under; None for models.
+    confinement: str | None = None
     at: float = field(default_factory=_now)
 
 

@@ -106,7 +106,7 @@ def build_pool(
         elif spec.kind == "mcp":
             backend = mcp_backend(spec, config, where)
         elif spec.tool:
-            backend = tool_backend(spec.name, where)
+            backend = tool_backend(spec.name, config, where)
         else:
             backend = LiteLLMBackend(
                 spec.name,

@@ -66,6 +66,7 @@ class StepState:
     seconds: float | None = None
     source: Source | None = None
     finish: str | None = None  # set by StepFinished: "stop", "length" or "loop"
+    confinement: str | None = None  # set by StepFinished for a tool that ran a program
     error: str | None = None  # of the failure or skip that ended it; None once it finished
     retries: int = 0  # tries again on the same worker (a fallback is not counted)
     last_error: str | None = None  # None: never retried
@@ -176,6 +177,7 @@ class RunState:
                     step.tokens_in, step.tokens_out = event.tokens_in, event.tokens_out
                     step.cost, step.seconds = event.cost, event.seconds
                     step.finish = event.finish
+                    step.confinement = event.confinement
                     return True
             case StepFailed():
                 if step := self._step(event.index):

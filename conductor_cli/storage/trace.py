@@ -259,6 +259,8 @@ def step_record(step: StepState) -> dict[str, Any]:
         out["source"] = step.source
         if step.finish is not None:  # not known for steps of older traces
             out["finish_reason"] = step.finish
+        if step.confinement is not None:  # a tool that ran a program, and how confined
+            out["confinement"] = step.confinement
     # A finished step says error null; a failed or skipped one the reason; one never ended
     # has no error key.
     if step.source is not None or step.error is not None:

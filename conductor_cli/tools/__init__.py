@@ -1,6 +1,6 @@
 """Tools as workers: a worker whose model is `tool:NAME` runs a built-in tool instead of a model.
 
-Entry points: `tool_backend(name, where) -> Backend` for built-in tools, `mcp_backend(spec,
+Entry points: `tool_backend(name, config, where) -> Backend` for built-in tools, `mcp_backend(spec,
 config, where)` for `mcp:SERVER/TOOL` (a tool of an MCP server, tools/mcp_tool.py). A tool
 answers a step like a model does (its output is the step's output, with no tokens and no
 cost), so the engine, cache, trace and view treat it as any other worker; it is deterministic,
@@ -33,11 +33,11 @@ def default_description(spec: ModelSpec) -> str:
     return DESCRIPTIONS.get(spec.name, "") if spec.tool else ""
 
 
-def tool_backend(name: str, where: str) -> Backend:
+def tool_backend(name: str, config: Config, where: str) -> Backend:
     if name == "python":
-        from conductor_cli.tools.python_tool import PythonTool
+        from conductor_cli.tools.python_tool import PythonTool, limits_of
 
-        return PythonTool()
+        return PythonTool(limits_of(config.sandbox))
     raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(TOOLS)}")
 
 

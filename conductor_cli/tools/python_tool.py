@@ -10,12 +10,30 @@ from __future__ import annotations
 
 import ast
 import threading
+from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
 
-LIMITS = Limits(wall_s=10.0, cpu_s=10, memory_mb=512, file_mb=1)
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import SandboxSettings
+
+# What it prints is cut at 1 MB (file_mb); the rest is the config's [sandbox].
+LIMITS = Limits(wall_s=10.0, cpu_s=10, memory_mb=512, file_mb=1, disk_mb=64, processes=64)
+
+
+def limits_of(settings: SandboxSettings) -> Limits:
+    return Limits(
+        wall_s=settings.wall_s,
+        cpu_s=settings.cpu_s,
+        memory_mb=settings.memory_mb,
+        file_mb=LIMITS.file_mb,
+        disk_mb=settings.disk_mb,
+        processes=settings.processes,
+    )
+
+
 NO_CODE = (
     "No Python program to run: the python tool runs the last ```python block of the steps it "
     "sees, or its task when that is Python, and found neither."
@@ -71,7 +89,8 @@ def describe(outcome: Outcome, limits: Limits) -> str:
         "failed": f"{FAILED} (exit code {outcome.returncode}).",
         "timeout": f"{STOPPED}: it ran past its time limit "
         f"({limits.wall_s:g} s, {limits.cpu_s} s of CPU).",
-        "memory": f"{OUT_OF_MEMORY} (limit {limits.memory_mb} MB).",
+        "memory": f"{OUT_OF_MEMORY} (limit {limits.memory_mb} MB, with all it starts).",
+        "disk": f"{STOPPED}: it filled its folder ({limits.disk_mb} MB).",
         "file_size": f"{STOPPED}: it printed more than {limits.file_mb} MB.",
     }.get(outcome.status, f"{COULD_NOT_RUN}.")
     return f"{said}\n{printed}" if printed else said
@@ -93,7 +112,11 @@ class PythonTool:
     @property
     def fingerprint(self) -> str:
         lim = self.limits
-        return f"tool:python:2:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}"
+        # 3: reads, unix sockets, memory and disk confined (a program's output may differ).
+        return (
+            f"tool:python:3:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
+            f"{lim.disk_mb}:{lim.processes}"
+        )
 
     @property
     def supports_grammar(self) -> bool:
@@ -107,7 +130,18 @@ class PythonTool:
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         program = find_program(request.messages)
-        text = NO_CODE if program is None else describe(self.sandbox().run(program), self.limits)
+        if program is None:
+            text, confinement = NO_CODE, None
+        else:
+            outcome = self.sandbox().run(program)
+            text, confinement = describe(outcome, self.limits), outcome.isolation
         if on_text is not None:
             on_text(text)
-        return Completion(text=text, tokens_in=0, tokens_out=0, finish_reason="stop", cost=0.0)
+        return Completion(
+            text=text,
+            tokens_in=0,
+            tokens_out=0,
+            finish_reason="stop",
+            cost=0.0,
+            confinement=confinement,
+        )
