@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -251,3 +253,46 @@ def test_training_describes_an_undescribed_tool_as_planning_does(tmp_path: Path)
     infos = {i.name: i for i in worker_infos(load_config(config_file).workers)}
     assert "Python interpreter" in infos["python"].description and infos["python"].tool
     assert infos["local"].description == "" and not infos["local"].tool
+
+
+def test_a_two_step_workflow_of_hostile_programs_leaks_nothing(tmp_path: Path) -> None:
+    """Issue 40's table, through the tool as a user runs it: step 0's program reads what it
+    can and writes a program for step 1, which reads what it can; neither reaches a secret,
+    the run, its trace and cache are kept, and each step says how it was confined."""
+    planted = tmp_path.parent / f"conductor-planted-{secrets.token_hex(4)}"
+    planted.mkdir(mode=0o755)
+    secret = planted / "credentials"
+    secret.write_text(f"aws_secret_access_key = SECRET-{secrets.token_hex(6)}")
+    secret.chmod(0o644)  # world-readable: only the sandbox can refuse it
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[[workers]]\nname = "python"\nmodel = "tool:python"\n# {secret.read_text()}\n',
+        encoding="utf-8",
+    )
+    step1 = (
+        f"for p in [{str(secret)!r}, {str(config)!r}]:\n"
+        "    try:\n        print(open(p).read())\n"
+        "    except OSError as e:\n        print('refused', type(e).__name__)\n"
+    )
+    step0 = f"import os\ntry:\n    print(os.listdir({str(Path.home())!r}))\nexcept OSError as e:\n"
+    step0 += f"    print('refused', type(e).__name__)\nprint('```python\\n' + {step1!r} + '```')\n"
+    workflow = tmp_path / "wf.json"
+    steps = [
+        {"worker": "python", "task": step0, "sees": []},
+        {"worker": "python", "task": "Run the program.", "sees": [0]},
+    ]
+    workflow.write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    try:
+        done = run_cli("--config", str(config), "run", "--json", str(workflow), "Q")
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    first, second = result["steps"]
+    assert first["output"].startswith("refused PermissionError"), first["output"]
+    assert second["output"] == "refused PermissionError\nrefused PermissionError"
+    trace = Path(result["trace"]).read_text(encoding="utf-8")
+    assert "SECRET-" not in trace and "SECRET-" not in done.stdout
+    for step in json.loads(trace)["steps"]:
+        assert "reads: Python, system libraries and its folder only" in step["confinement"]
+        assert "unix sockets: none (seccomp)" in step["confinement"]
