@@ -186,10 +186,10 @@ class SimulatedPool:
         path.write_text("\n".join(lines), encoding="utf-8")
         return path
 
-    def files(self, directory: Path) -> tuple[Path, Path]:
+    def files(self, directory: Path, *, as_typed: bool = False) -> tuple[Path, Path]:
         """(a config for this pool, the question bank as a qa dataset) in `directory`."""
         return self.config(directory / "sim.toml"), write_dataset(
-            self.questions, directory / "sim.jsonl"
+            self.questions, directory / "sim.jsonl", as_typed=as_typed
         )
 
     def close(self) -> None:
@@ -217,10 +217,14 @@ def make_questions(kinds: list[str], per_kind: int, seed: int = 0) -> dict[int, 
     return questions
 
 
-def write_dataset(questions: Mapping[int, SimulatedQuestion], path: Path) -> Path:
-    """An exact-answer qa file; the kind is kept out of it (no category field)."""
+def write_dataset(
+    questions: Mapping[int, SimulatedQuestion], path: Path, *, as_typed: bool = False
+) -> Path:
+    """An exact-answer qa file; the kind is kept out of it (no category field). `as_typed`:
+    asked as a user types them (`"instruction": false`, no answer-format line added), as
+    `ask` asks them: a head trained on them reads the planning prompt `ask` builds."""
     with path.open("w", encoding="utf-8") as out:
         for q in questions.values():
-            out.write(json.dumps({"id": f"q{q.number}", "question": q.text, "answer": q.answer}))
-            out.write("\n")
+            line = {"id": f"q{q.number}", "question": q.text, "answer": q.answer}
+            out.write(json.dumps(line | ({"instruction": False} if as_typed else {})) + "\n")
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -68,7 +69,8 @@ def test_live_tree_in_a_terminal(tmp_path: Path, gguf_path: Path) -> None:
     assert done.read_text().strip() == "0", screen
     assert "Name three fruits." in screen
     assert "planned" in screen
-    step_lines = [line for line in screen.splitlines() if " step " in line]
+    # A step's row says "step N" (the plan's row may say "planned 1 step").
+    step_lines = [line for line in screen.splitlines() if re.search(r"\bstep \d+\b", line)]
     assert step_lines, screen
     for i, line in enumerate(step_lines):
         assert f"step {i}" in line and "local" in line and "done" in line, line

@@ -207,12 +207,19 @@ _TYPES: dict[str, type] = {
 }
 
 
+# Fields added after traces were first written: left out while unset, so that the events of a
+# run without them are written as before (a reader takes the field's default).
+_WRITTEN_WHEN_SET = frozenset({"confinement"})
+
+
 def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
     """A JSON-able record of an event; prompt messages are left out unless asked for."""
     out: dict[str, Any] = {"type": type(event).__name__}
     for name in event.__dataclass_fields__:
         value = getattr(event, name)
         if name == "messages" and not with_messages:
+            continue
+        if name in _WRITTEN_WHEN_SET and value is None:
             continue
         if isinstance(value, Workflow):
             value = value.to_dict()

@@ -312,8 +312,11 @@ def judge(isolation: Isolation, said: str, escaped: bool) -> tuple[Isolation, bo
     its write outside landed), and whether to try again with what failed given up. Each retry
     gives up one thing, so retrying ends."""
     failure = next((line for line in said.splitlines() if CONFINE_FAILED in line), "")
+    if not failure and "pair " not in said:  # it never got to its end: say why, not a guess
+        failure = f"the probe program did not run: {said.strip()[-200:] or 'no output'}"
     for step, give_up in _RETRIES:
-        if step in failure and (retried := give_up(isolation, failure)) != isolation:
+        named = f"{CONFINE_FAILED}: {step}:" in failure
+        if named and (retried := give_up(isolation, failure)) != isolation:
             return retried, True
     if isolation.landlock and (
         escaped or "write refused" not in said or "read refused" not in said

@@ -282,6 +282,9 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
         cgroup = MemoryCgroup.make(
             lim.memory_mb * 2**20, isolation.owner if isolation.drop else None
         )
+        if cgroup is None:  # fail closed: the bound describe() promises cannot be had now
+            said = f"{CONFINE_FAILED}: no memory cgroup could be made for this run"
+            return Outcome(False, "error", None, said, 0.0, isolation.describe())
     start = time.monotonic()
     try:
         script.write_text(
