@@ -230,16 +230,21 @@ def _mcp_worker(what: str, name: str, config: Config) -> Check:
     return Check(what, "ok", f"mcp:{name} (`conductor workers test {what.split()[-1]}` starts it)")
 
 
-def _sandbox() -> Check:
+def _sandbox() -> list[Check]:
     """The confinement model-written code would run under (eval's code scorer, the python
-    tool); probing starts a few short processes."""
+    tool), one row for each; probing starts a few short processes."""
     from conductor_cli.sandbox import Sandbox
 
     try:
         isolation = Sandbox().isolation
     except ConductorError as e:  # a confinement missing and no CONDUCTOR_SANDBOX=unconfined
-        return Check("sandbox", "warn", str(e))
-    return Check("sandbox", "warn" if isolation.unconfined else "ok", isolation.describe())
+        return [Check("sandbox", "warn", str(e))]
+    if isolation.unconfined:
+        head = Check("sandbox", "warn", isolation.unconfined_note())
+    else:
+        head = Check("sandbox", "ok", f"model-written code runs confined: {isolation.how()}")
+    rows = [part.split(": ", 1) for part in isolation.confinements()]
+    return [head, *(Check(f"sandbox {what}", "ok", how) for what, how in rows)]
 
 
 def _writable(what: str, directory: Path) -> Check:
@@ -263,7 +268,7 @@ def run_checks(config_file: Path | None = None, *, timeout_s: float = 3.0) -> li
         *_repacking(),
         *_models(),
         *_workers(config_file, timeout_s),
-        _sandbox(),
+        *_sandbox(),
         _writable("cache dir", paths.cache_dir()),
         _writable("trace dir", traces_dir()),
     ]

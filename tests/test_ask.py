@@ -218,8 +218,15 @@ def test_text_that_is_not_utf8_is_refused_with_where(tmp_path: Path, gguf_path: 
 
 
 def test_ctrl_c_stops_cleanly(gguf_path: Path) -> None:
+    from conductor_cli.storage.trace import traces_dir
+
     proc = start_cli("ask", "Write a long essay about the sea.")
-    time.sleep(4)
+    # Stop it once the run has started (its trace is written at its first event), not after a
+    # fixed time, which a fast machine outruns by finishing the essay.
+    deadline = time.monotonic() + 120
+    while not any(traces_dir().glob("*.json")) and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, (out, err)

@@ -54,6 +54,11 @@ api_base = "{up.api_base}"
         assert rows[what]["status"] in ("ok", "warn"), rows[what]
     # The code sandbox's confinement, or why there is none: Landlock either way.
     assert "Landlock" in rows["sandbox"]["detail"], rows["sandbox"]
+    if rows["sandbox"]["status"] == "ok":  # then one row for each confinement in force
+        for what in ("reads", "writes", "network", "unix sockets", "processes", "memory", "disk"):
+            assert rows[f"sandbox {what}"]["status"] == "ok", rows
+        assert "its folder only" in rows["sandbox reads"]["detail"]
+        assert rows["sandbox unix sockets"]["detail"] == "none (seccomp)"
 
 
 def test_doctor_passes_on_a_good_setup_and_prints_plain_lines_when_piped(

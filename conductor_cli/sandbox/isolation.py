@@ -264,16 +264,25 @@ class Isolation:
             said.append(f"disk: {lim.file_mb} MB a file, no bound on the folder")
         said.append(f"cpu: {lim.cpu_s} s, wall clock {lim.wall_s:g} s")
         if self.owner:
-            said.append("as nobody, no capabilities")
+            said.append("user: nobody, no capabilities")
         elif os.geteuid() == 0:
-            said.append("as root")
+            said.append("user: root")
         return said
+
+    def how(self) -> str:
+        """The mechanisms in force, in a few words."""
+        said = [f"Landlock v{self.landlock}"] if self.landlock else []
+        said += ["seccomp"] if self.seccomp else []
+        said += ["namespaces"] if self.namespace else []
+        said += [self.memory] if self.memory else []
+        return ", ".join(said) or "nothing below Python"
+
+    def unconfined_note(self) -> str:
+        return f"unconfined ({ENV}={UNCONFINED}: {'; '.join(self.missing)})"
 
     def describe(self) -> str:
         said = "; ".join(self.confinements())
-        if self.unconfined:
-            return f"unconfined ({ENV}={UNCONFINED}: {'; '.join(self.missing)}); {said}"
-        return said
+        return f"{self.unconfined_note()}; {said}" if self.unconfined else said
 
     def refusal(self) -> str:
         """One line: what is missing, and how to run anyway."""
@@ -313,7 +322,8 @@ def judge(isolation: Isolation, said: str, escaped: bool) -> tuple[Isolation, bo
     gives up one thing, so retrying ends."""
     failure = next((line for line in said.splitlines() if CONFINE_FAILED in line), "")
     if not failure and "pair " not in said:  # it never got to its end: say why, not a guess
-        failure = f"the probe program did not run: {said.strip()[-200:] or 'no output'}"
+        last = said.strip().splitlines()[-1:] or ["no output"]
+        failure = f"the probe program did not run: {last[0][:200]}"
     for step, give_up in _RETRIES:
         named = f"{CONFINE_FAILED}: {step}:" in failure
         if named and (retried := give_up(isolation, failure)) != isolation:
