@@ -84,6 +84,23 @@ def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:
     assert _ask(tool, _messages("no code")) == NO_CODE
 
 
+def test_past_its_folder_or_memory_the_output_is_one_plain_line_first() -> None:
+    tool = PythonTool(Limits(wall_s=10.0, cpu_s=10, memory_mb=256, file_mb=1, disk_mb=3))
+    filled = "for i in range(10):\n    open(f'f{i}', 'wb').write(b'x' * 2**20)\n"
+    said = _ask(tool, _messages(f"```python\n{filled}```"))
+    assert said.startswith("The program was stopped: it filled its folder (3 MB).\n"), said
+    assert "No space left on device" in said
+    # Three processes of 200 MB: each under the limit, together over it (a cgroup's bound).
+    hogs = (
+        "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n"
+        "        b = bytearray(200 * 2**20)\n        b[::4096] = b'x' * len(b[::4096])\n"
+        "        time.sleep(2)\n        os._exit(0)\nprint([os.wait()[1] for _ in range(3)])\n"
+    )
+    said = _ask(tool, _messages(f"```python\n{hogs}```"))
+    if tool.sandbox().isolation.memory:
+        assert said.startswith("The program ran out of memory (limit 256 MB, with all it starts)")
+
+
 def test_a_secret_in_the_environment_never_reaches_the_program(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
