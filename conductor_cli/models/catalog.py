@@ -70,6 +70,12 @@ class CatalogEntry:
     def local_path(self, models_dir: Path | None = None) -> Path:
         return (models_dir or paths.models_dir()) / self.file
 
+    def parts_path(self, models_dir: Path | None = None) -> Path:
+        """Where the checked parts of a split model wait to be joined (kept across a failed or
+        interrupted pull, so that the next one fetches only what is missing)."""
+        dest = self.local_path(models_dir)
+        return dest.with_name(f".{dest.name}.parts")
+
 
 @dataclass(frozen=True)
 class Catalog:

