@@ -114,6 +114,35 @@ def test_ordinary_text_is_held_back_only_briefly() -> None:
     assert not guard.looped
 
 
+# Lines that rotate and repeat: no exact period, so only the line rule stops them (issue 41: a
+# 1,382-character answer of the embedded model whose list lines came round again and again).
+ROTATING = [
+    "- Drink a glass of water when you wake up.",
+    "- Take a short walk after every meal.",
+    "- Go to bed at the same time each night.",
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lines_that_rotate_and_repeat_are_stopped_with_each_line_once(seed: int) -> None:
+    head = "Here are some tips for a healthy day:\n"
+    a, b, c = ROTATING
+    cycles = [[a, b, c], [b, c, a], [c, a, b], [a, c, b], [b, a, c], [c, b, a]] * 3
+    text = head + "".join(line + "\n" for cycle in cycles for line in cycle)
+    guard, shown = stream(text, seed)
+    assert guard.looped
+    assert shown == guard.kept  # nothing streamed that was not kept
+    assert guard.kept == head + f"{a}\n{b}\n{c}\n"
+    assert len(guard.generated) < len(text) // 2  # it stopped early
+
+
+def test_a_line_said_twice_is_not_a_loop() -> None:
+    text = "".join(line + "\n" for line in ROTATING) + ROTATING[0] + "\nThat is all.\n"
+    guard, shown = stream(text)
+    assert not guard.looped
+    assert shown == guard.kept == text
+
+
 def test_after_a_loop_further_pieces_are_ignored() -> None:
     guard, _ = stream("Again and again we go.\n" * 40)
     assert guard.looped

@@ -11,10 +11,18 @@ What repeats legitimately is left alone: a rule of dashes or a row of zeros has 
 MIN_PERIOD; a few identical lines of code, or list items that share their start, stay far
 under LOOP_CHARS (a 20-character line would need ten copies in a row).
 
+Lines that rotate and repeat (A B C, then B C A, C A B, ...) are no exact period: a second rule
+watches whole lines. A line of MIN_LINE or more characters (outside code fences) that was
+already written extends a run of repeated lines; a new line ends it; short and blank lines
+are neutral. When the run holds LOOP_CHARS and every line in it has come MIN_COPIES times
+(counting the first), the output is looping and is kept up to the run's start: each line
+once. A chorus between verses, or a call written three times, never makes such a run.
+
 Streaming stays consistent with what is kept: the text that currently continues an earlier
 span is held back, and released once the repetition breaks off (or the generation ends).
 Ordinary text matches an earlier span only by a few characters, so the hold is short; a loop
-is held whole and never shown.
+is held whole and never shown. A run of repeated lines, and a line that so far is the start of
+one already written, are held the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ MIN_PERIOD = 8  # characters in the repeated block; shorter ones are rules, rows
 MAX_PERIOD = 512  # a longer block repeating is left to max_tokens
 MIN_COPIES = 3  # the block and two more copies
 LOOP_CHARS = 200  # the repeated run, first copy included
+MIN_LINE = 16  # characters in a line (stripped) that the line rule counts
+FENCE = "```"
 
 
 @dataclass
@@ -44,6 +54,15 @@ class LoopGuard:
     _codes: Any = None
     _runs: Any = None
     _lags: Any = None
+    # The line rule: where the current line starts, the lines written so far (stripped), the
+    # ones the current line may still be a copy of, whether inside a code fence, and the run
+    # of repeated lines (its start, and its lines).
+    _line_start: int = 0
+    _seen: set[str] = field(default_factory=set)
+    _candidates: list[str] = field(default_factory=list)
+    _fenced: bool = False
+    _run_start: int | None = None
+    _run_lines: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -72,9 +91,14 @@ class LoopGuard:
         if self.looped_at is not None:
             return ""
         for ch in piece:
-            if self._add(ch):
+            if self._add(ch) or self._add_to_line(ch):
                 return self._release(self.looped_at or 0)
-        return self._release(len(self.text) - int(self._runs.max(initial=0)))
+        upto = len(self.text) - int(self._runs.max(initial=0))
+        if self._run_start is not None:
+            upto = min(upto, self._run_start)
+        elif self._candidates:
+            upto = min(upto, self._line_start)
+        return self._release(upto)
 
     def finish(self) -> str:
         """The generation ended: whatever was held back and is kept."""
@@ -116,3 +140,34 @@ class LoopGuard:
         p = int(found.argmax())  # the shortest such lag: the loop's own block
         self.looped_at = n + 1 - int(runs[p])
         return True
+
+    def _add_to_line(self, ch: str) -> bool:
+        """The line rule for the character just added; True when lines rotate and repeat."""
+        n = len(self.text)
+        if ch != "\n":
+            if self._candidates:
+                partial = "".join(self.text[self._line_start : n]).lstrip()
+                self._candidates = [c for c in self._candidates if c.startswith(partial)]
+            return False
+        raw = "".join(self.text[self._line_start : n - 1])
+        line = raw.strip()
+        start, self._line_start = self._line_start, n
+        if line.startswith(FENCE):
+            self._fenced = not self._fenced
+            self._run_start = None
+        elif self._fenced or len(line) < MIN_LINE:
+            pass  # neutral: neither extends a run nor ends one
+        elif line in self._seen:
+            if self._run_start is None:
+                self._run_start, self._run_lines = start, []
+            self._run_lines.append(line)
+            chars = sum(len(x) + 1 for x in self._run_lines)
+            copies = len(self._run_lines) / len(set(self._run_lines))
+            if chars >= self.loop_chars and copies >= self.min_copies - 1:
+                self.looped_at = self._run_start
+                return True
+        else:
+            self._seen.add(line)
+            self._run_start = None
+        self._candidates = [] if self._fenced else sorted(self._seen)
+        return False

@@ -42,7 +42,9 @@ def request_key(fingerprint: str, request: Request) -> str:
     }
     # Only where set, so that every other request keeps its key.
     if request.stop_loops:
-        canonical["stop_loops"] = True
+        # The guard's version: an answer kept under an older guard is not this one's (2: it
+        # also stops lines that rotate and repeat).
+        canonical["stop_loops"] = 2
     if request.step_penalty:
         canonical["step_penalty"] = request.step_penalty
     blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
