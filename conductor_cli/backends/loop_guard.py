@@ -169,5 +169,5 @@ class LoopGuard:
         else:
             self._seen.add(line)
             self._run_start = None
-        self._candidates = [] if self._fenced else sorted(self._seen)
+        self._candidates = [] if self._fenced else list(self._seen)
         return False

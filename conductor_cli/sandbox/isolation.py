@@ -1,8 +1,9 @@
 """What confinement this machine gives a sandboxed program, found by trying, and how to say it.
 
-`Isolation.probe()` picks the strongest way to start the interpreter (namespaces, the user it
-runs as), then runs a probe program that tries what the sandbox must stop (a read, a write,
-TCP and a unix socket outside its folder); only what really held is kept. `describe()` lists
+`Isolation.guess()` picks the strongest way to start the interpreter (namespaces, the user it
+runs as) and asks the kernel for the rest; runner.probe() then runs a program that tries what
+the sandbox must stop (a read, a write, TCP and a unix socket outside its folder), and
+`judge()` keeps only what really held. `describe()` lists
 each confinement in force (doctor and the trace show it); `refusal()` is the one line a
 machine that cannot confine gets.
 """
@@ -60,6 +61,11 @@ def nobody() -> tuple[int, int]:
 
 def popen_drop(ids: tuple[int, int]) -> dict[str, Any]:
     return {"user": ids[0], "group": ids[1], "extra_groups": []}
+
+
+def popen_user(drop: dict[str, Any]) -> tuple[int, int] | None:
+    """The (uid, gid) a popen_drop switches to; None for no switch."""
+    return (drop["user"], drop["group"]) if drop else None
 
 
 # Network, PID and mount namespaces (--mount-proc makes the mount namespace); --mount-proc so
@@ -202,9 +208,8 @@ class Isolation:
         seccomp = bool(confine.seccomp_arch())
         if not seccomp:
             missing.append(f"unix sockets: no seccomp filter for {os.uname().machine}")
-        owner = drop_in_program or ((drop["user"], drop["group"]) if drop else None)
         lim = limits or Limits()
-        cgroup = MemoryCgroup.make(lim.memory_mb * 2**20, owner if drop else None)
+        cgroup = MemoryCgroup.make(lim.memory_mb * 2**20, popen_user(drop))
         if cgroup:
             cgroup.remove()
         memory = f"cgroup {cgroup.version}" if cgroup else ""
@@ -222,9 +227,7 @@ class Isolation:
     @property
     def owner(self) -> tuple[int, int] | None:
         """Who the program runs as, where that is not this process's user."""
-        if self.drop:
-            return self.drop["user"], self.drop["group"]
-        return self.drop_in_program
+        return popen_user(self.drop) or self.drop_in_program
 
     def processes(self) -> int:
         """How many processes the program may add: without a cgroup, few enough that their
@@ -306,13 +309,17 @@ def _without_namespace(isolation: Isolation, why: str) -> Isolation:
     return _without(isolation, "namespace", False, f"disk: {why}")
 
 
+def _without_seccomp(isolation: Isolation, why: str) -> Isolation:
+    return _without(isolation, "seccomp", False, f"unix sockets: {why}")
+
+
 # (the preamble step a failure names, what the retry gives up)
 _RETRIES: tuple[tuple[str, Callable[[Isolation, str], Isolation]], ...] = (
     ("cgroup", lambda i, why: dataclasses.replace(i, memory="")),
     ("mounting", _without_namespace),
     ("dropping root", lambda i, why: dataclasses.replace(i, drop_in_program=None)),
     ("Landlock", _without_landlock),
-    ("seccomp", lambda i, why: _without(i, "seccomp", False, f"unix sockets: {why}")),
+    ("seccomp", _without_seccomp),
 )
 
 
@@ -335,5 +342,5 @@ def judge(isolation: Isolation, said: str, escaped: bool) -> tuple[Isolation, bo
         return _without_landlock(isolation, why), True
     if isolation.seccomp and "unix refused" not in said:
         why = failure or "a probe reached a unix socket outside its folder"
-        return _without(isolation, "seccomp", False, f"unix sockets: {why}"), True
+        return _without_seccomp(isolation, why), True
     return dataclasses.replace(isolation, kernel_net_block="tcp refused" in said), False

@@ -43,6 +43,7 @@ from conductor_cli.sandbox.isolation import (
     Limits,
     interpreter_reads,
     judge,
+    popen_user,
 )
 
 # Runs before the program, in the same interpreter, so nothing in the program runs without
@@ -227,9 +228,9 @@ def _process_limit(isolation: Isolation) -> int:
     return isolation.processes() + _tasks_of(uid)
 
 
-def _reads(isolation: Isolation) -> list[str]:
+def _reads(isolation: Isolation, interpreter: list[str]) -> list[str]:
     own_proc = ["/proc"] if isolation.namespace else []  # only its own processes there
-    return [*interpreter_reads(), *SYSTEM_READS, *own_proc]
+    return [*interpreter, *SYSTEM_READS, *own_proc]
 
 
 def _preamble(
@@ -242,19 +243,22 @@ def _preamble(
         fsize=lim.file_mb * 2**20,
         nproc=_process_limit(isolation),
     )
+    interpreter = interpreter_reads()
     steps: list[tuple[str, tuple[object, ...], str]] = []
     if cgroup:
         steps.append(("join_cgroup", (str(cgroup.procs),), "cgroup"))
     if isolation.namespace:
         # Root whose interpreter `nobody` may not reach shows `nobody` that interpreter alone.
         owner = isolation.drop_in_program
-        reveal = [*interpreter_reads(), str(folder)] if owner else []
+        reveal = [*interpreter, str(folder)] if owner else []
         args = (str(folder), lim.disk_mb, SHM_MB, owner, reveal)
         steps.append(("mount_view", args, "mounting"))
     steps.append(("drop_privileges", (isolation.drop_in_program,), "dropping root"))
     if isolation.landlock:
         writes = ["/dev/null", "/dev/shm"] if isolation.namespace else ["/dev/null"]
-        steps.append(("restrict", (str(folder), _reads(isolation), writes), "Landlock"))
+        steps.append(
+            ("restrict", (str(folder), _reads(isolation, interpreter), writes), "Landlock")
+        )
     if isolation.seccomp:
         steps.append(("block_sockets", (), "seccomp"))
     text += _CONFINE.format(source=_CONFINE_SOURCE)
@@ -268,6 +272,12 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
     """Run `program` once under `isolation` (`sockets=False`: without the Python socket
     block, so that a probe tests the kernel's)."""
     lim = isolation.limits or Limits()
+    cgroup = None
+    if isolation.memory:
+        cgroup = MemoryCgroup.make(lim.memory_mb * 2**20, popen_user(isolation.drop))
+        if cgroup is None:  # fail closed: the bound describe() promises cannot be had now
+            said = f"{CONFINE_FAILED}: no memory cgroup could be made for this run"
+            return Outcome(False, "error", None, said, 0.0, isolation.describe())
     token = secrets.token_hex(8)
     workdir = Path(tempfile.mkdtemp(prefix="conductor-sandbox-"))
     # -I: ignore PYTHON* variables and the user's site-packages; the program gets the
@@ -277,14 +287,6 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
     if isolation.namespace:
         namespace = ROOT_NAMESPACE if isolation.drop_in_program else USER_NAMESPACE
         command = [*namespace, *command]
-    cgroup = None
-    if isolation.memory:
-        cgroup = MemoryCgroup.make(
-            lim.memory_mb * 2**20, isolation.owner if isolation.drop else None
-        )
-        if cgroup is None:  # fail closed: the bound describe() promises cannot be had now
-            said = f"{CONFINE_FAILED}: no memory cgroup could be made for this run"
-            return Outcome(False, "error", None, said, 0.0, isolation.describe())
     start = time.monotonic()
     try:
         script.write_text(

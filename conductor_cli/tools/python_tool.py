@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import ast
 import threading
-from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
 
-if TYPE_CHECKING:
-    from conductor_cli.config.settings import SandboxSettings
-
-# What it prints is cut at 1 MB (file_mb); the rest is the config's [sandbox].
-LIMITS = Limits(wall_s=10.0, cpu_s=10, memory_mb=512, file_mb=1, disk_mb=64, processes=64)
+OUTPUT_MB = 1  # what a program prints is cut here (file_mb); the rest is the config's [sandbox]
 
 
 def limits_of(settings: SandboxSettings) -> Limits:
@@ -28,10 +24,13 @@ def limits_of(settings: SandboxSettings) -> Limits:
         wall_s=settings.wall_s,
         cpu_s=settings.cpu_s,
         memory_mb=settings.memory_mb,
-        file_mb=LIMITS.file_mb,
+        file_mb=OUTPUT_MB,
         disk_mb=settings.disk_mb,
         processes=settings.processes,
     )
+
+
+LIMITS = limits_of(SandboxSettings())
 
 
 NO_CODE = (
