@@ -64,6 +64,9 @@ def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
     assert find_program(_messages("```python\nprint(4)\nprint(5")) == "print(4)\nprint(5"
     assert find_program(_messages(first, "The answer is 4.\n```python")) == "print(1)\n"
     assert find_program(_messages("```python\n\n```")) is None
+    # A coder model shows its program's output in a bare block after it: that is no program.
+    shown = "```python\nprint(8 * 3600)\n```\nWhen you run it, it will output:\n```\n28800\n```"
+    assert find_program(_messages(shown)) == "print(8 * 3600)\n"
 
 
 def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:

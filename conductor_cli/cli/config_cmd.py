@@ -44,17 +44,25 @@ def init(
     ctx: typer.Context,
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    team: Annotated[
+        bool,
+        typer.Option(
+            "--team",
+            help="The trained local team instead: SmolLM2, Qwen2.5-Coder-0.5B and the python "
+            "tool, planned by the shipped conductor coder-team.",
+        ),
+    ] = False,
 ) -> None:
     """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
     local server, Ollama and a bigger GGUF, ready to uncomment."""
     from conductor_cli.config.settings import atomic_write
-    from conductor_cli.config.starter import STARTER_CONFIG
+    from conductor_cli.config.starter import STARTER_CONFIG, team_config
     from conductor_cli.errors import ConfigError
 
     target = config_target(ctx, config)
     if target.exists() and not force:
         raise ConfigError(f"{target}: already exists; use --force to overwrite it.")
-    atomic_write(target, STARTER_CONFIG.encode("utf-8"))
+    atomic_write(target, (team_config() if team else STARTER_CONFIG).encode("utf-8"))
     typer.echo(str(target))
 
 

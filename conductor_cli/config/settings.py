@@ -135,6 +135,20 @@ DEFAULT_WORKER = WorkerConfig(
     model=f"gguf:{DEFAULT_MODEL}",
     description="SmolLM2 135M, a tiny local model: instant and free, but weak; short answers",
 )
+# The team (issue 41; `conductor config init --team`): SmolLM2, a small coder model and the
+# python tool, planned by the head trained on it (bench/prove_team.py), shipped in
+# models/conductors/. Its words are the ones it was trained with: the head reads them in the
+# planning prompt.
+CODER_MODEL = "qwen2.5-coder-0.5b-instruct"
+CODER_WORKER = WorkerConfig(
+    name="coder",
+    model=f"gguf:{CODER_MODEL}",
+    description="Qwen2.5-Coder 0.5B, a small local coding model: writes Python programs and "
+    "functions; knows common facts and words",
+)
+PYTHON_WORKER = WorkerConfig(name="python", model="tool:python")
+TEAM_WORKERS = (DEFAULT_WORKER, CODER_WORKER, PYTHON_WORKER)
+TEAM_CONDUCTOR = "coder-team"
 
 
 @dataclass(frozen=True)
@@ -585,7 +599,8 @@ def save_config(config: Config, path: Path) -> None:
 
 
 def restrict_workers(config: Config, names: list[str]) -> Config:
-    """Keep only the named workers (the `--worker` option), in the order given."""
+    """Keep only the named workers (the `--worker` option), in the order given. Part of the
+    team is planned by the default model: its trained conductor knows the whole team."""
     if not names:
         return config
     known = [w.name for w in config.workers]
@@ -597,7 +612,10 @@ def restrict_workers(config: Config, names: list[str]) -> Config:
                 f"--worker {name}: no such worker in {where}.{_did_you_mean(name, known)}"
             )
         chosen.append(config.worker(name))
-    return replace(config, workers=tuple(chosen))
+    restricted = replace(config, workers=tuple(chosen))
+    if config.conductor.model == TEAM_CONDUCTOR and tuple(chosen) != config.workers:
+        restricted = replace(restricted, conductor=replace(config.conductor, model=DEFAULT_MODEL))
+    return restricted
 
 
 def with_conductor(config: Config, **changes: Any) -> Config:

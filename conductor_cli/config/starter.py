@@ -72,3 +72,26 @@ description = "SmolLM2 135M, a tiny local model: instant and free, but weak; sho
 # description = "Qwen2.5 3B in-process: better than SmolLM2 at code, slower on a CPU"
 # max_tokens = 1024
 """
+
+
+def team_config() -> str:
+    """What `conductor config init --team` writes: the team bench/prove_team.py trained a
+    conductor for (shipped as `coder-team`), word for word, since the trained head reads each
+    worker's description in its planning prompt."""
+    from conductor_cli.config.settings import TEAM_CONDUCTOR, TEAM_WORKERS
+
+    lines = [
+        "# conductor's config: a team of SmolLM2-135M (local), Qwen2.5-Coder-0.5B (coder, 491 MB,",
+        "# fetched on first use) and the sandboxed python tool, planned by the conductor trained",
+        "# for exactly these workers (README: 'A trained team on one machine'). Changing a",
+        "# worker's model or words makes it one the trained conductor never measured: train your",
+        "# own then (conductor train ... --out NAME). `conductor config show` prints all settings.",
+        "",
+        "[conductor]",
+        f'model = "{TEAM_CONDUCTOR}"',
+    ]
+    for w in TEAM_WORKERS:
+        lines += ["", "[[workers]]", f'name = "{w.name}"', f'model = "{w.model}"']
+        if w.description:
+            lines.append(f'description = "{w.description}"')
+    return "\n".join(lines) + "\n"

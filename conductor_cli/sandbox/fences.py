@@ -19,7 +19,11 @@ def code_blocks(reply: str) -> list[tuple[str, str]]:
 
 
 def python_blocks(reply: str) -> list[str]:
-    """The bodies of the blocks tagged as Python or bare, in order, empty ones left out."""
-    return [
-        body for tag, body in code_blocks(reply) if (tag in PYTHON_TAGS or not tag) and body.strip()
-    ]
+    """The bodies of the blocks tagged as Python, in order, empty ones left out; the bare
+    blocks only when none is tagged. Coder models show what their program prints in a bare
+    block after it ("When you run this program, it will output: ```28800```"): measured with
+    Qwen2.5-Coder-0.5B on "How many seconds are in 8 hours?", that bare block was the last one,
+    so it ran, and printed nothing (bench/prove_team.py: unit questions 2 of 10 right)."""
+    blocks = [(tag, body) for tag, body in code_blocks(reply) if body.strip()]
+    tagged = [body for tag, body in blocks if tag in PYTHON_TAGS]
+    return tagged or [body for tag, body in blocks if not tag]

@@ -143,9 +143,11 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
 
 
 def trained_names() -> list[str]:
+    """The user's own trained conductors; a shipped one is planned for its own pool (the team
+    `config init --team` writes), which is then the served `conductor` itself."""
     from conductor_cli.train.registry import list_trained
 
-    return [t.name for t in list_trained()]
+    return [t.name for t in list_trained(shipped=False)]
 
 
 def config_for(config: Config, model: str) -> Config:

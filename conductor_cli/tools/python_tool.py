@@ -111,9 +111,10 @@ class PythonTool:
     @property
     def fingerprint(self) -> str:
         lim = self.limits
-        # 3: reads, unix sockets, memory and disk confined (a program's output may differ).
+        # 3: reads, unix sockets, memory and disk confined (a program's output may differ);
+        # 4: a bare block after a ```python one is its output shown, not the program.
         return (
-            f"tool:python:3:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
+            f"tool:python:4:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
             f"{lim.disk_mb}:{lim.processes}"
         )
 

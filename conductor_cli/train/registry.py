@@ -1,6 +1,10 @@
 """Trained conductors on disk: `DATA_DIR/conductors/NAME/` with `record.json` and the trained
 part (`head.json` for the head method). `conductor.model = "NAME"` plans with the record's base
 GGUF and that part. Reads files only: pool building may call it without loading anything.
+
+A few trained conductors ship with conductor (models/conductors/ in the source tree, inside the
+package in a wheel; the embedded default's is one): read-only, found after the user's own, so
+training one under the same name (`--out NAME`) takes its place for that user.
 """
 
 from __future__ import annotations
@@ -47,6 +51,13 @@ def pool_fingerprint(workers: Sequence[Any]) -> str:
 
 def conductors_dir() -> Path:
     return paths.data_dir() / "conductors"
+
+
+def packaged_dir() -> Path:
+    """The trained conductors shipped with conductor: in the package (a wheel's force-include),
+    else the source tree's models/conductors."""
+    here = Path(__file__).resolve().parents[1] / "models" / "conductors"
+    return here if here.is_dir() else Path(__file__).resolve().parents[2] / "models" / "conductors"
 
 
 def check_name(name: str) -> str:
@@ -146,6 +157,8 @@ def find(name: str) -> TrainedConductor | None:
     or a training's intermediate one); None if there is none (a catalog name, a GGUF path)."""
     if NAME_RE.match(name) and (conductors_dir() / name / RECORD).is_file():
         directory = conductors_dir() / name
+    elif NAME_RE.match(name) and (packaged_dir() / name / RECORD).is_file():
+        directory = packaged_dir() / name
     elif not name.endswith(".gguf") and (Path(name).expanduser() / RECORD).is_file():
         directory = Path(name).expanduser()
     else:
@@ -162,14 +175,17 @@ def find(name: str) -> TrainedConductor | None:
     return TrainedConductor(directory.name, directory, record)
 
 
-def list_trained() -> list[TrainedConductor]:
-    root = conductors_dir()
-    if not root.is_dir():
-        return []
+def list_trained(shipped: bool = True) -> list[TrainedConductor]:
+    """The user's trained conductors and (with `shipped`) the shipped ones they do not shadow,
+    by name."""
+    names = set()
+    for root in (conductors_dir(), packaged_dir()) if shipped else (conductors_dir(),):
+        if root.is_dir():
+            names.update(d.name for d in root.iterdir() if (d / RECORD).is_file())
     found = []
-    for directory in sorted(root.iterdir()):
+    for name in sorted(names):
         try:
-            trained = find(directory.name)
+            trained = find(name)
         except ModelError:
             continue
         if trained is not None:
