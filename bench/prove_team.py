@@ -213,12 +213,12 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     import random
 
-    kinds = (*KINDS, "trivia") if args.trivia else KINDS
+    kind_names = (*KINDS, "trivia") if args.trivia else KINDS
     coder_model = BIG_CODER if args.coder == "1.5b" else CODER_MODEL
     config_text = BIG_CONFIG if args.coder == "1.5b" else CONFIG
-    rows = questions(args.each, args.seed, kinds)
+    rows = questions(args.each, args.seed, kind_names)
     train_rows, held = split_by_kind(
-        rows, kinds, lambda r: kind_of(row_id(r)), random.Random(args.seed)
+        rows, kind_names, lambda r: kind_of(row_id(r)), random.Random(args.seed)
     )
     train_file = write_rows(train_rows, root / "train.jsonl")
     held_file = write_rows(held, root / "held.jsonl")
@@ -281,7 +281,7 @@ def main() -> None:
     best_by_kind = {
         k: max([shapes_best.get(k, {}).get("accuracy", 0.0),
                 *(summary[s]["by_kind"][k] for s in singles)])
-        for k in kinds
+        for k in kind_names
     }  # fmt: skip
     trained = {}
     for name in heads:
@@ -297,7 +297,7 @@ def main() -> None:
             "minus_knn_router": paired(right(strategy), right("knn-router")),
             "shapes_by_kind": {k: dict(v) for k, v in by_kind.items()},
             "short_of_best_by_kind": {
-                k: round(best_by_kind[k] - summary[strategy]["by_kind"][k], 3) for k in kinds
+                k: round(best_by_kind[k] - summary[strategy]["by_kind"][k], 3) for k in kind_names
             },
             "reward_table": records[name].get("reward_table"),
         }
@@ -318,11 +318,11 @@ def main() -> None:
         print(json.dumps(report, indent=2))
         return
     print(f"held-out: {report['held_out']}; root {root}")
-    head = " | ".join(kinds)
+    head = " | ".join(kind_names)
     print(f"| strategy | accuracy [95 %] | {head} | calls | tokens | s / question |")
-    print("| --- | --- |" + " ---: |" * (len(kinds) + 3))
+    print("| --- | --- |" + " ---: |" * (len(kind_names) + 3))
     for s, v in sorted(summary.items(), key=lambda kv: -kv[1]["accuracy"]):
-        by = " | ".join(f"{v['by_kind'].get(k, 0):.2f}" for k in kinds)
+        by = " | ".join(f"{v['by_kind'].get(k, 0):.2f}" for k in kind_names)
         c = v["cost"]
         print(
             f"| {s} | {v['accuracy']:.3f} [{v['low']:.3f}, {v['high']:.3f}] | {by} | "

@@ -6,6 +6,9 @@ models, the real sandbox: a program-shaped question goes to the coder and the to
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,9 @@ from conductor_cli.config.settings import (
 )
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.models.fetch import pull
+from conductor_cli.tools import VERSIONS
 from conductor_cli.train import registry
+from conductor_cli.train.shapes import ANSWER_TASK
 
 from .conftest import SilentProgress, run_cli
 
@@ -52,10 +57,27 @@ def test_init_team_writes_the_pool_its_shipped_conductor_was_trained_for(
     assert shipped is not None and shipped.directory.parent == registry.packaged_dir()
     assert shipped.base_model == DEFAULT_MODEL
     assert shipped.pool == [w.name for w in TEAM_WORKERS]
-    assert shipped.unmeasured(config.workers) == []  # trained on exactly these workers
-    # Part of the team (--worker) is planned by the untrained default model.
+    # Trained on exactly these workers: models, settings, names and the words it reads.
+    assert shipped.unmeasured(config.workers) == []
+    assert shipped.record["pool_fingerprint"] == registry.pool_fingerprint(config.workers)
+    # Part of the team (--worker) is planned by the untrained default model; all of it, in
+    # any order, by the trained one.
     assert restrict_workers(config, ["local"]).conductor.model == DEFAULT_MODEL
-    assert restrict_workers(config, ["local", "coder", "python"]).conductor.model == TEAM_CONDUCTOR
+    assert restrict_workers(config, ["python", "local", "coder"]).conductor.model == TEAM_CONDUCTOR
+
+
+def test_rewards_measured_with_another_version_of_a_tool_are_not_this_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    python = TEAM_WORKERS[2]
+    before = registry.worker_fingerprint(python)
+    monkeypatch.setitem(VERSIONS, "python", VERSIONS["python"] + 1)
+    assert registry.worker_fingerprint(python) != before
+    assert registry.worker_fingerprint(TEAM_WORKERS[0]) == registry.worker_fingerprint(
+        TEAM_WORKERS[0]
+    )
+    shipped = registry.find(TEAM_CONDUCTOR)
+    assert shipped is not None and shipped.unmeasured(TEAM_WORKERS) == ["python"]
 
 
 def test_a_conductor_trained_under_the_same_name_takes_the_shipped_ones_place(
@@ -71,6 +93,14 @@ def test_a_conductor_trained_under_the_same_name_takes_the_shipped_ones_place(
     assert [t.name for t in registry.list_trained()].count(TEAM_CONDUCTOR) == 1
 
 
+def test_the_server_offers_only_the_users_own_trained_conductors(isolated_home: Path) -> None:
+    from conductor_cli.server.http_api import trained_names
+
+    assert TEAM_CONDUCTOR in [t.name for t in registry.list_trained()]  # `models list` shows it
+    assert TEAM_CONDUCTOR not in [t.name for t in registry.list_trained(shipped=False)]
+    assert TEAM_CONDUCTOR not in trained_names()  # planned for its own pool, not the served one
+
+
 def test_a_program_shaped_question_goes_to_the_coder_and_the_tool(
     team: Path, isolated_home: Path
 ) -> None:
@@ -80,6 +110,8 @@ def test_a_program_shaped_question_goes_to_the_coder_and_the_tool(
     steps = _trace(isolated_home)["steps"]
     workers = [s["worker"] for s in steps]
     assert "coder" in workers and workers[-1] == "python", workers
+    # The trained head planned it: its steps keep the words its rewards were measured with.
+    assert steps[0]["task"] == ANSWER_TASK
     assert steps[-1].get("confinement")  # the tool ran the coder's program, confined
 
 
@@ -89,3 +121,20 @@ def test_a_capital_is_not_sent_to_the_tool(team: Path, isolated_home: Path) -> N
     assert "Paris" in done.stdout
     workers = [s["worker"] for s in _trace(isolated_home)["steps"]]
     assert workers[-1] != "python", workers
+
+
+def test_the_wheel_carries_the_shipped_conductor(tmp_path: Path) -> None:
+    """What `pip install .` installs: the package with the catalog and the shipped heads."""
+    root = Path(__file__).resolve().parent.parent
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = f"conductor_cli/models/conductors/{TEAM_CONDUCTOR}/"
+    assert {shipped + registry.RECORD, shipped + registry.HEAD} <= names
+    assert "conductor_cli/models/catalog.toml" in names

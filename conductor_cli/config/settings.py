@@ -613,7 +613,8 @@ def restrict_workers(config: Config, names: list[str]) -> Config:
             )
         chosen.append(config.worker(name))
     restricted = replace(config, workers=tuple(chosen))
-    if config.conductor.model == TEAM_CONDUCTOR and tuple(chosen) != config.workers:
+    team = {w.name for w in TEAM_WORKERS}
+    if config.conductor.model == TEAM_CONDUCTOR and not team <= {w.name for w in chosen}:
         restricted = replace(restricted, conductor=replace(config.conductor, model=DEFAULT_MODEL))
     return restricted
 

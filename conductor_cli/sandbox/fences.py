@@ -1,8 +1,10 @@
 """The fenced code blocks of a model's reply: what eval's code scorer and the python tool run.
 
-One reading for both: a block opens with ``` and an optional tag (```python, ```py, a bare
-```) and ends at the next ``` or at the end of the reply (a reply cut at max_tokens leaves its
-last block open; what it holds is still the model's program).
+One reading of a fence for both: a block opens with ``` and an optional tag (```python, ```py,
+a bare ```) and ends at the next ``` or at the end of the reply (a reply cut at max_tokens
+leaves its last block open; what it holds is still the model's program). Which block counts
+differs: the scorer takes a reply's function (evals/answers.extract_code), the tool the last
+program (python_blocks).
 """
 
 from __future__ import annotations

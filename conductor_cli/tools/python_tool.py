@@ -15,6 +15,7 @@ from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
+from conductor_cli.tools import VERSIONS
 
 OUTPUT_MB = 1  # what a program prints is cut here (file_mb); the rest is the config's [sandbox]
 
@@ -111,10 +112,8 @@ class PythonTool:
     @property
     def fingerprint(self) -> str:
         lim = self.limits
-        # 3: reads, unix sockets, memory and disk confined (a program's output may differ);
-        # 4: a bare block after a ```python one is its output shown, not the program.
         return (
-            f"tool:python:4:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
+            f"tool:python:{VERSIONS['python']}:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
             f"{lim.disk_mb}:{lim.processes}"
         )
 

@@ -3,8 +3,9 @@ part (`head.json` for the head method). `conductor.model = "NAME"` plans with th
 GGUF and that part. Reads files only: pool building may call it without loading anything.
 
 A few trained conductors ship with conductor (models/conductors/ in the source tree, inside the
-package in a wheel; the embedded default's is one): read-only, found after the user's own, so
-training one under the same name (`--out NAME`) takes its place for that user.
+package in a wheel; `coder-team`, for the pool `config init --team` writes): read-only, found
+after the user's own, so training one under the same name (`--out NAME`) takes its place for
+that user (a folder of that name in the working directory comes after both).
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ ADAPTER = "adapter.gguf"  # the LoRA methods: what llama.cpp applies to the base
 
 def worker_fingerprint(worker: Any) -> str:
     """What a worker's answers depend on: its model, where it is served and the settings that
-    change a reply (not its name or description: a renamed worker answers as before)."""
-    answers = [
+    change a reply (not its name or description: a renamed worker answers as before); for a
+    built-in tool also its behaviour version (rewards measured with an older tool are not
+    this one's)."""
+    answers: list[Any] = [
         worker.model,
         worker.api_base or "",
         worker.max_tokens,
@@ -39,6 +42,10 @@ def worker_fingerprint(worker: Any) -> str:
         worker.stop_loops,
         worker.fallback or "",
     ]
+    if worker.model.startswith("tool:"):
+        from conductor_cli.tools import VERSIONS
+
+        answers.append(VERSIONS.get(worker.model.removeprefix("tool:"), 0))
     return hashlib.sha256(json.dumps(answers).encode()).hexdigest()[:16]
 
 
