@@ -23,7 +23,7 @@ from conductor_cli.config.settings import (
 )
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.models.fetch import pull
-from conductor_cli.tools import VERSIONS
+from conductor_cli.tools.versions import VERSIONS
 from conductor_cli.train import registry
 from conductor_cli.train.shapes import ANSWER_TASK
 

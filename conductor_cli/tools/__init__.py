@@ -18,12 +18,6 @@ from conductor_cli.models.spec import TOOLS, ModelSpec
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
 
-# Each built-in tool's behaviour version: what its runs give can change with conductor's own
-# code, so the version is part of every cache key of its runs (the tool's fingerprint) and of
-# every reward measured with it (train/registry.worker_fingerprint). python: 3, reads, unix
-# sockets, memory and disk confined; 4, a bare block after a ```python one is its output shown.
-VERSIONS = {"python": 4}
-
 # What the conductor reads about a tool worker when the config gives no description.
 DESCRIPTIONS = {
     "python": "a Python interpreter: runs the Python program in the steps it sees (or in its "

@@ -15,7 +15,7 @@ from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
-from conductor_cli.tools import VERSIONS
+from conductor_cli.tools.versions import VERSIONS
 
 OUTPUT_MB = 1  # what a program prints is cut here (file_mb); the rest is the config's [sandbox]
 

@@ -43,7 +43,7 @@ def worker_fingerprint(worker: Any) -> str:
         worker.fallback or "",
     ]
     if worker.model.startswith("tool:"):
-        from conductor_cli.tools import VERSIONS
+        from conductor_cli.tools.versions import VERSIONS
 
         answers.append(VERSIONS.get(worker.model.removeprefix("tool:"), 0))
     return hashlib.sha256(json.dumps(answers).encode()).hexdigest()[:16]
