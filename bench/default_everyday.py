@@ -1,17 +1,21 @@
 """Which default a new user should meet (issue 41, part 4): each candidate answers 48 everyday
 factual questions through `conductor ask`, as a user types them, on this machine.
 
-Run alone (llama.cpp on every core; about 15 minutes on 2 cores):
-    .venv/bin/python bench/default_everyday.py [--only NAME,...] [--team-1.5b ROOT] [--json]
+Run alone (llama.cpp on every core; about 20 minutes on 2 cores):
+    .venv/bin/python bench/default_everyday.py [--only NAME,...] [--json]
 
 The questions (bench/data/everyday_facts48.jsonl, written for this bench and kept apart from
 anything tuned: no training, prompt or guard was chosen on them) each list the answers that
 count ("7" or "seven"); a reply is right when one of them appears in it as whole words, case
 and accents aside. Candidates (nothing simulated):
-- smollm2: the embedded default (no config file: SmolLM2-135M plans and is the one worker);
+- default: the embedded default (no config file), since issue 41 the team of SmolLM2,
+  Qwen2.5-Coder-1.5B and the python tool planned by the head trained for them
+  (models/conductors/coder-team-1.5b);
+- smollm2: the default before it (`config init --preset smollm2`: SmolLM2-135M plans and is
+  the one worker);
 - coder-0.5b, coder-1.5b: a config of that one Qwen2.5-Coder model as the only worker;
-- team: `conductor config init --team`: SmolLM2, Qwen2.5-Coder-0.5B and the python tool,
-  planned by the head trained for them (models/conductors/coder-team).
+- small-team: `config init --preset small-team`, the team with the 0.5B coder
+  (models/conductors/coder-team).
 Reported per candidate: share right with its Wilson 95 % interval, the longest answer in
 characters, answers over 1,200 characters, answers with a line (of 16+ characters) three times,
 and seconds a question (model load included, as `ask` pays it).
@@ -22,17 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
 
 from _common import CONDUCTOR, REPO, isolated_env, temp_root, timed, wilson
-from prove_team import BIG_CONFIG
 
-from conductor_cli.config.settings import DEFAULT_MODEL
-from conductor_cli.config.starter import team_config
+from conductor_cli.config.starter import starter_config
 
 QUESTIONS = REPO / "bench" / "data" / "everyday_facts48.jsonl"
 LONG = 1200
@@ -43,10 +44,11 @@ def single(model: str) -> str:
 
 
 CANDIDATES: dict[str, str | None] = {
-    "smollm2": None,
+    "default": None,
+    "smollm2": starter_config("smollm2"),
     "coder-0.5b": single("qwen2.5-coder-0.5b-instruct"),
     "coder-1.5b": single("qwen2.5-coder-1.5b-instruct"),
-    "team": team_config(),
+    "small-team": starter_config("small-team"),
 }
 
 
@@ -65,12 +67,9 @@ def repeated_line(reply: str) -> bool:
     return any(n >= 3 for n in lines.values())
 
 
-def run(name: str, config: str | None, rows: list[dict], root: Path, trained: Path | None) -> dict:
+def run(name: str, config: str | None, rows: list[dict], root: Path) -> dict:
     (root / name).mkdir(parents=True, exist_ok=True)
     env = isolated_env(root / name, config)
-    if trained is not None:  # a head a prove_team run trained, as the conductor
-        target = Path(env["CONDUCTOR_DATA_DIR"]) / "conductors" / trained.name
-        shutil.copytree(trained, target)
     oks, lengths, seconds, loops, answers = [], [], [], [], []
     for row in rows:
         got = timed([CONDUCTOR, "ask", row["question"]], env)
@@ -97,31 +96,17 @@ def run(name: str, config: str | None, rows: list[dict], root: Path, trained: Pa
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="", help="comma-separated candidates")
-    parser.add_argument(
-        "--team-1.5b",
-        dest="big_team",
-        type=Path,
-        default=None,
-        help="the root of a `prove_team.py --coder 1.5b` run: its fixed-tasks head joins",
-    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = [json.loads(x) for x in QUESTIONS.read_text(encoding="utf-8").splitlines()]
-    candidates = dict(CANDIDATES)
-    trained: dict[str, Path] = {}
-    if args.big_team:
-        head = args.big_team / "data" / "conductors" / "team-head-fixed"
-        conductor_line = f'model = "{DEFAULT_MODEL}"'
-        candidates["team-1.5b"] = BIG_CONFIG.replace(conductor_line, f'model = "{head.name}"', 1)
-        trained["team-1.5b"] = head
     only = [c for c in args.only.split(",") if c]
     root = temp_root()
     out = {}
-    for name, config in candidates.items():
+    for name, config in CANDIDATES.items():
         if only and name not in only:
             continue
         start = time.monotonic()
-        out[name] = run(name, config, rows, root, trained.get(name))
+        out[name] = run(name, config, rows, root)
         print(f"{name}: {time.monotonic() - start:.0f} s", flush=True)
     (root / "report.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
     if args.json:

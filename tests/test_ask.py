@@ -15,7 +15,8 @@ import pytest
 from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
 
 
-def test_ask_with_no_config_answers(gguf_path: Path) -> None:
+def test_ask_with_no_config_answers(gguf_path: Path, coder_pulled: Path) -> None:
+    """No config file: the embedded default team (tests/test_team.py tests its routing)."""
     proc = run_cli("ask", "What is the capital of France?")
     assert proc.returncode == 0, proc.stderr
     # Not a terminal: the answer alone on stdout, nothing on stderr without --verbose.
@@ -26,7 +27,8 @@ def test_ask_with_no_config_answers(gguf_path: Path) -> None:
     assert verbose.stdout == proc.stdout
     lines = verbose.stderr.splitlines()
     assert lines[0] == "conductor: planning"
-    assert any(line.startswith("step 0 local: ") for line in lines)
+    assert any(line.startswith(("step 0 local: ", "step 0 coder: ")) for line in lines), lines
+    assert "Paris" in proc.stdout
     assert "\x1b[" not in proc.stdout + verbose.stdout + verbose.stderr
 
 

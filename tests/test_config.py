@@ -47,9 +47,14 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_no_file_gives_the_embedded_default() -> None:
     cfg = load_config()
     assert cfg.source is None
-    assert cfg.conductor.model == "smollm2-135m-instruct"
-    assert [w.name for w in cfg.workers] == ["local"]
-    assert cfg.workers[0].model == "gguf:smollm2-135m-instruct"
+    # The trained team (tests/test_team.py): SmolLM2, Qwen2.5-Coder-1.5B and the python tool.
+    assert cfg.conductor.model == "coder-team-1.5b"
+    assert [w.name for w in cfg.workers] == ["local", "coder", "python"]
+    assert [w.model for w in cfg.workers] == [
+        "gguf:smollm2-135m-instruct",
+        "gguf:qwen2.5-coder-1.5b-instruct",
+        "tool:python",
+    ]
 
 
 def test_a_valid_file_loads_with_types(tmp_path: Path) -> None:

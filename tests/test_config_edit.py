@@ -222,7 +222,7 @@ def test_init_writes_a_commented_starter_whose_every_example_works(tmp_path: Pat
         one = tmp_path / "one.toml"
         one.write_text(text.split(EXAMPLE_MARK)[0] + body + "\n", encoding="utf-8")
         names = [w.name for w in load_config(one).workers]
-        assert len(names) == 2 and names[0] == "local", (block, names)
+        assert len(names) == 4 and names[:3] == ["local", "coder", "python"], (block, names)
 
 
 def test_config_reference_is_complete_and_current() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
-from conductor_cli.config.settings import Config
+from conductor_cli.config.settings import DEFAULT_WORKER, Config
 from conductor_cli.run.planner import (
     EXAMPLES,
     Conductor,
@@ -108,12 +108,12 @@ def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
 
 
 def test_the_real_conductor_writes_its_own_tasks(conductor_backend: LlamaCppBackend) -> None:
-    """Default settings (temperature, seed, max_steps), the embedded pool and a pool of three:
+    """Default settings (temperature, seed, max_steps), SmolLM2 alone and a pool of three:
     no planned task is an example's task word for word (the old prompt: 5 of 12 tasks), and
     every task is an instruction (the grammar opens it with a verb), never an answer."""
     c = Config().conductor
     conductor = Conductor(conductor_backend, temperature=c.temperature, seed=c.seed)
-    default_pool = [WorkerInfo(w.name, w.description) for w in Config().workers]
+    default_pool = [WorkerInfo(DEFAULT_WORKER.name, DEFAULT_WORKER.description)]
     copied, planned = [], []
     for i, question in enumerate(QUESTIONS):
         pool = default_pool if i % 2 == 0 else THREE

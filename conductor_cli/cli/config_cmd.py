@@ -44,25 +44,29 @@ def init(
     ctx: typer.Context,
     config: ConfigOption = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
-    team: Annotated[
-        bool,
+    preset: Annotated[
+        str,
         typer.Option(
-            "--team",
-            help="The trained local team instead: SmolLM2, Qwen2.5-Coder-0.5B and the python "
-            "tool, planned by the shipped conductor coder-team.",
+            "--preset",
+            help="team: the embedded default (SmolLM2, Qwen2.5-Coder-1.5B and the python tool, "
+            "planned by the conductor trained for them); small-team: the same with the 0.5B "
+            "coder (half the download, less often right); smollm2: SmolLM2 alone (98 MB, "
+            "instant, weak).",
         ),
-    ] = False,
+    ] = "team",
 ) -> None:
     """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
     local server, Ollama and a bigger GGUF, ready to uncomment."""
     from conductor_cli.config.settings import atomic_write
-    from conductor_cli.config.starter import STARTER_CONFIG, team_config
+    from conductor_cli.config.starter import PRESETS, starter_config
     from conductor_cli.errors import ConfigError
 
+    if preset not in PRESETS:
+        raise ConfigError(f"--preset {preset}: no such preset; use one of {', '.join(PRESETS)}.")
     target = config_target(ctx, config)
     if target.exists() and not force:
         raise ConfigError(f"{target}: already exists; use --force to overwrite it.")
-    atomic_write(target, (team_config() if team else STARTER_CONFIG).encode("utf-8"))
+    atomic_write(target, starter_config(preset).encode("utf-8"))
     typer.echo(str(target))
 
 
@@ -121,9 +125,9 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
 
     target = config_target(ctx, config)
     if not target.exists():
-        from conductor_cli.config.starter import STARTER_CONFIG
+        from conductor_cli.config.starter import starter_config
 
-        atomic_write(target, STARTER_CONFIG.encode("utf-8"))  # start as `config init` would
+        atomic_write(target, starter_config().encode("utf-8"))  # start as `config init` would
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     # The editor works on a copy next to the file: the file itself changes only when the copy
     # is valid, so a broken edit, a crash or Ctrl-C in the editor cannot damage it.

@@ -1,20 +1,33 @@
 """The commented starter file `conductor config init` writes.
 
-Its live settings are the embedded default; every example below them is commented out, one
-block per kind of worker, ready to uncomment (tests uncomment each block and load the result).
+Its live settings are one preset: by default the embedded default (the trained team); every
+example below them is commented out, one block per kind of worker, ready to uncomment (tests
+uncomment each block and load the result).
 """
 
 from __future__ import annotations
 
 EXAMPLE_MARK = "# --- example: "
+PRESETS = ("team", "small-team", "smollm2")
 
-STARTER_CONFIG = """\
+_HEADER = """\
 # conductor's config. `conductor config show` prints what is in force; `conductor config set
 # KEY VALUE` changes one key; `conductor config edit` opens this file and checks it on save.
 # API keys never go here: a worker names the environment variable that holds its key.
+"""
 
+_TEAM_NOTE = """\
+# The team: {summary},
+# planned by {conductor}, the conductor trained for exactly these workers (README: "A
+# trained team on one machine"). Changing a worker's model or words makes it one the trained
+# conductor never measured: train your own then (conductor train ... --out NAME). A pool of
+# your own is planned by model = "smollm2-135m-instruct" untrained, or by a conductor you
+# train for it.
+"""
+
+_CONDUCTOR = """
 [conductor]
-model = "smollm2-135m-instruct"   # catalog name, a .gguf path, or litellm:MODEL
+model = "{model}"{model_note}
 n_gpu_layers = -1                 # every layer on the GPU when llama.cpp was built with one
 n_ctx = 8192
 n_threads = 0                     # 0: one per physical core
@@ -29,12 +42,34 @@ enabled = true
 size_limit_mb = 2048
 
 # The worker pool. The conductor reads each description to choose who does what.
+"""
 
-[[workers]]
-name = "local"
-model = "gguf:smollm2-135m-instruct"
-description = "SmolLM2 135M, a tiny local model: instant and free, but weak; short answers"
 
+def starter_config(preset: str = "team") -> str:
+    """The starter file for one of PRESETS: `team` (the embedded default), `small-team` (the
+    same with the 0.5B coder: half the download, less right) or `smollm2` (SmolLM2 alone,
+    98 MB, planned untrained: instant and weak)."""
+    from conductor_cli.config.settings import DEFAULT_MODEL, DEFAULT_WORKER, TEAMS
+
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; one of {', '.join(PRESETS)}")
+    team = TEAMS.get(preset)
+    if team is None:
+        model, workers, text = DEFAULT_MODEL, (DEFAULT_WORKER,), _HEADER
+        note = "   # catalog name, a .gguf path, or litellm:MODEL"
+    else:
+        model, workers = team.conductor, team.workers
+        note = "         # trained for the workers below (shipped)"
+        text = _HEADER + "\n" + _TEAM_NOTE.format(conductor=team.conductor, summary=team.summary)
+    text += _CONDUCTOR.format(model=model, model_note=note)
+    for w in workers:
+        text += f'\n[[workers]]\nname = "{w.name}"\nmodel = "{w.model}"\n'
+        if w.description:
+            text += f'description = "{w.description}"\n'
+    return text + "\n" + _EXAMPLES
+
+
+_EXAMPLES = """\
 # --- example: OpenAI (export OPENAI_API_KEY=...)
 # [[workers]]
 # name = "gpt"
@@ -72,26 +107,3 @@ description = "SmolLM2 135M, a tiny local model: instant and free, but weak; sho
 # description = "Qwen2.5 3B in-process: better than SmolLM2 at code, slower on a CPU"
 # max_tokens = 1024
 """
-
-
-def team_config() -> str:
-    """What `conductor config init --team` writes: the team bench/prove_team.py trained a
-    conductor for (shipped as `coder-team`), word for word, since the trained head reads each
-    worker's description in its planning prompt."""
-    from conductor_cli.config.settings import TEAM_CONDUCTOR, TEAM_WORKERS
-
-    lines = [
-        "# conductor's config: a team of SmolLM2-135M (local), Qwen2.5-Coder-0.5B (coder, 491 MB,",
-        "# fetched on first use) and the sandboxed python tool, planned by the conductor trained",
-        "# for exactly these workers (README: 'A trained team on one machine'). Changing a",
-        "# worker's model or words makes it one the trained conductor never measured: train your",
-        "# own then (conductor train ... --out NAME). `conductor config show` prints all settings.",
-        "",
-        "[conductor]",
-        f'model = "{TEAM_CONDUCTOR}"',
-    ]
-    for w in TEAM_WORKERS:
-        lines += ["", "[[workers]]", f'name = "{w.name}"', f'model = "{w.model}"']
-        if w.description:
-            lines.append(f'description = "{w.description}"')
-    return "\n".join(lines) + "\n"

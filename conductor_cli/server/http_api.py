@@ -143,8 +143,8 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
 
 
 def trained_names() -> list[str]:
-    """The user's own trained conductors; a shipped one is planned for its own pool (the team
-    `config init --team` writes), which is then the served `conductor` itself."""
+    """The user's own trained conductors; a shipped one is planned for its own pool (the
+    embedded default team), which is then the served `conductor` itself."""
     from conductor_cli.train.registry import list_trained
 
     return [t.name for t in list_trained(shipped=False)]

@@ -3,7 +3,8 @@ part (`head.json` for the head method). `conductor.model = "NAME"` plans with th
 GGUF and that part. Reads files only: pool building may call it without loading anything.
 
 A few trained conductors ship with conductor (models/conductors/ in the source tree, inside the
-package in a wheel; `coder-team`, for the pool `config init --team` writes): read-only, found
+package in a wheel; `coder-team-1.5b` plans the embedded default team, `coder-team` the one
+`config init --preset small-team` writes): read-only, found
 after the user's own, so training one under the same name (`--out NAME`) takes its place for
 that user (a folder of that name in the working directory comes after both).
 """
@@ -155,7 +156,8 @@ class TrainedConductor:
             f"conductor.model {self.name!r} was trained before {', '.join(new)} joined the pool "
             "or changed: it plans as trained and does not choose them; train it again "
             f"(conductor train ... --out {self.name} --force) to measure them: only their "
-            "workflows are called, the other runs are reused"
+            "workflows are called, the other runs are reused; or plan untrained with its base "
+            f'model (conductor config set conductor.model "{self.base_model}")'
         )
 
 
