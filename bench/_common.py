@@ -33,8 +33,18 @@ class Timed:
     stderr: str
 
 
-def isolated_env(root: Path, config: str | None = None) -> dict[str, str]:
-    """Fresh config, cache and data dirs under `root`; the user's models dir (no re-download)."""
+# SmolLM2-135M alone, planned untrained: the embedded default until issue 41, which the benches
+# measured before it (their README and docs numbers) keep as their pool. Config() of then, so
+# their response caches and trained heads still match it.
+SMOLLM2_ALONE = (
+    '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\n'
+    'description = "SmolLM2 135M, a tiny local model: instant and free, but weak; short answers"\n'
+)
+
+
+def isolated_env(root: Path, config: str | None = SMOLLM2_ALONE) -> dict[str, str]:
+    """Fresh config, cache and data dirs under `root`; the user's models dir (no re-download).
+    `config` None: no config file, the embedded default (the trained team since issue 41)."""
     from conductor_cli.storage import paths
 
     env = dict(os.environ)
@@ -42,7 +52,7 @@ def isolated_env(root: Path, config: str | None = None) -> dict[str, str]:
     env["CONDUCTOR_CACHE_DIR"] = str(root / "cache")
     env["CONDUCTOR_DATA_DIR"] = str(root / "data")
     env.pop("CONDUCTOR_CONFIG", None)
-    env["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # no config file: the embedded default
+    env["XDG_CONFIG_HOME"] = str(root / "xdg-config")  # no config file there
     env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has .pyc files
     # In-process, as these benches measure, and no background server left behind (server.auto

@@ -146,7 +146,7 @@ def main() -> None:
     train, held = split_by_kind(rows, KINDS, kind_of, rng)
     train_file = write_rows(train, root / "train.jsonl")
     held_file = write_rows(held, root / "held.jsonl")
-    env = isolated_env(root)  # no config file: the embedded default pool
+    env = isolated_env(root)  # SmolLM2 alone: the embedded default pool of then
     data_dir = Path(env["CONDUCTOR_DATA_DIR"])
     kinds = {row_id(r): kind_of(r) for r in rows}
 

@@ -375,7 +375,7 @@ def embedded_pool(args: argparse.Namespace, root: Path) -> dict:
     rows = rows[: args.facts_limit]
     data = root / "facts.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    env = isolated_env(root)  # no config file: the embedded default pool
+    env = isolated_env(root)  # SmolLM2 alone: the embedded default pool of then
     families = [STRATEGIES]
     training = None
     if args.facts_train is not None:

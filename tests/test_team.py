@@ -165,3 +165,21 @@ def test_the_wheel_carries_the_shipped_conductor(tmp_path: Path) -> None:
         shipped = f"conductor_cli/models/conductors/{team.conductor}/"
         assert {shipped + registry.RECORD, shipped + registry.HEAD} <= names
     assert "conductor_cli/models/catalog.toml" in names
+
+
+def test_editing_a_missing_file_keeps_the_default_team_and_its_conductor(
+    isolated_home: Path,
+) -> None:
+    """`config set` and `workers add` with no file start from the embedded default, written
+    out: the team keeps its trained conductor, and a worker it never measured is said."""
+    done = run_cli("config", "set", "conductor.max_steps", "3")
+    assert done.returncode == 0, done.stderr
+    config = load_config()
+    assert config.source is not None and config.conductor.max_steps == 3
+    assert config.workers == TEAM.workers and config.conductor.model == TEAM.conductor
+    added = run_cli("workers", "add", "gpt", "openai/gpt-4.1-mini")
+    assert added.returncode == 0, added.stderr
+    assert [w.name for w in load_config().workers] == ["local", "coder", "python", "gpt"]
+    assert load_config().conductor.model == TEAM.conductor
+    assert "never" not in added.stdout and "gpt joined the pool" in added.stderr
+    assert f'conductor.model "{DEFAULT_MODEL}"' in added.stderr

@@ -174,6 +174,17 @@ def _worker(workers: list[dict[str, Any]], name: str, key: str) -> dict[str, Any
     raise ConfigError(f"{key}: no worker named {name!r}.{_did_you_mean(name, names)}")
 
 
+def with_default_pool(raw: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a file's contents that names no workers, with the embedded default's pool
+    written out, and its trained conductor unless the file names one: written out, the pool
+    alone would be planned by the untrained default model (settings.config_from_dict)."""
+    new = copy.deepcopy(raw)
+    default = config_to_dict(Config())
+    new["workers"] = default["workers"]
+    new.setdefault("conductor", {}).setdefault("model", default["conductor"]["model"])
+    return new
+
+
 def set_value(raw: dict[str, Any], key: str, text: str) -> dict[str, Any]:
     """A copy of the file's contents with `key` set to `text` (typed), validated as a whole."""
     if key.split(".")[0] == MCP:
@@ -185,7 +196,7 @@ def set_value(raw: dict[str, Any], key: str, text: str) -> dict[str, Any]:
         new.setdefault(section, {})[field] = value
     else:
         if "workers" not in new:  # the file has no pool yet: start from the default one
-            new["workers"] = config_to_dict(Config())["workers"]
+            new = with_default_pool(new)
         _worker(new["workers"], name, key)[field] = value
     config_from_dict(new)  # refuse a change that breaks the file, saying why
     return new
@@ -194,7 +205,7 @@ def set_value(raw: dict[str, Any], key: str, text: str) -> dict[str, Any]:
 def load_raw(path: Path) -> dict[str, Any]:
     """The file as written (not the defaults-filled Config), so edits keep everything else."""
     if not path.exists():  # start from the embedded default's pool
-        return {"workers": config_to_dict(Config())["workers"]}
+        return with_default_pool({})
     load_config(path)  # refuse to edit a file that is already invalid; say why
     import tomllib
 

@@ -66,7 +66,16 @@ def starter_config(preset: str = "team") -> str:
         text += f'\n[[workers]]\nname = "{w.name}"\nmodel = "{w.model}"\n'
         if w.description:
             text += f'description = "{w.description}"\n'
+    if team is not None:
+        text += _OWN_WORKERS.format(conductor=team.conductor, model=DEFAULT_MODEL)
     return text + "\n" + _EXAMPLES
+
+
+_OWN_WORKERS = """
+# Workers of your own, below: {conductor} plans only the team above and would never
+# choose them. With one, set model = "{model}" under [conductor] (planned
+# untrained), or train a conductor for your pool.
+"""
 
 
 _EXAMPLES = """\
