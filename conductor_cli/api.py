@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from conductor_cli.backends.base import Backend
+from conductor_cli.backends.base import Backend, ToolCall
 from conductor_cli.config.settings import CONDUCTOR_WORKER, NESTED_RETIRED, Config
 from conductor_cli.errors import (
     ConductorError,
@@ -23,6 +23,7 @@ from conductor_cli.errors import (
     WorkflowError,
     is_interrupt,
 )
+from conductor_cli.run.agent import AgentTurn
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.engine import Engine, StepResult
 from conductor_cli.run.events import (
@@ -58,6 +59,11 @@ class RunResult:
     trace_path: Path | None = None
     rounds: tuple[RoundResult, ...] = ()  # rounds 2, 3, ... (re-planning), if any ran
     notes: tuple[str, ...] = ()  # what the user should know: a round that could not run
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The agent's tools the answering step called (RunOptions.agent), for the client."""
+        return self.steps[-1].tool_calls if self.steps and not self.rounds else ()
 
     def totals(self) -> dict[str, Any]:
         plans = [p for p in (self.plan, *(r.plan for r in self.rounds)) if p is not None]
@@ -162,6 +168,10 @@ class RunOptions:
     budget: Budget | None = None
     # Set from another thread to end the run as interrupted (a server's client went away).
     cancel: threading.Event | None = None
+    # An agent's turn (its tools and conversation): the answering step's worker may call the
+    # tools, and its calls are then the run's answer (RunResult.tool_calls) for the client to
+    # run. Such a run has one round: the client acts before anyone reads the answer again.
+    agent: AgentTurn | None = None
 
 
 @dataclass(frozen=True)
@@ -281,12 +291,14 @@ class _Run:
                 seed=run_seed,
                 stream=options.stream,
                 cancel=options.cancel,
+                agent=options.agent,
             )
             steps = engine.run(question, workflow, attachments, keep)
             answer, rounds = steps[-1].output, []
             notes: list[str] = list(chooser.notes) if chooser is not None else []
             # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
-            if (plan is not None or workflow_source == "trace") and c.max_rounds > 1:
+            rounds_on = plan is not None or workflow_source == "trace"
+            if rounds_on and c.max_rounds > 1 and options.agent is None:
                 answer = self._later_rounds(
                     question, attachments, pool, conductor_for, workflow, answer, run_seed,
                     emit, rounds, notes,

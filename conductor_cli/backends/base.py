@@ -13,7 +13,9 @@ TextSink = Callable[[str], None]
 class Request:
     """Everything that determines a model's answer (and so, later, its cache key)."""
 
-    messages: tuple[dict[str, str], ...]
+    # Chat messages; an agent's conversation (run/agent.py) also carries assistant `tool_calls`
+    # (content None) and `role: "tool"` results, passed to a worker as the client sent them.
+    messages: tuple[dict[str, Any], ...]
     max_tokens: int
     temperature: float
     seed: int
@@ -30,6 +32,34 @@ class Request:
     # How many leading messages repeat across calls (the conductor's system prompt): llama.cpp
     # keeps its state after them on disk. A hint for speed only, so not part of the cache key.
     fixed_messages: int = 0
+    # An agent's function tools the model may call (OpenAI's chat format, as canonical JSON so
+    # that the request stays a value), and its tool_choice; None: no tools.
+    tools: str | None = None
+    tool_choice: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call of one of the agent's tools a model asked for: the client runs it."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it (a model may write JSON that does not parse)
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> ToolCall:
+        return cls(str(record["id"]), str(record["name"]), str(record.get("arguments") or ""))
+
+    def to_openai(self) -> dict[str, Any]:
+        """As an assistant message's `tool_calls` entry."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
 
 
 @dataclass(frozen=True)
@@ -42,6 +72,8 @@ class Completion:
     cost: float | None = None  # USD this call cost (0 for a cache hit); None: unknown
     # A tool that ran a program: each confinement it ran under (Isolation.describe())
     confinement: str | None = None
+    # The agent's tools the model called (finish_reason "tool_calls"); text may then be empty.
+    tool_calls: tuple[ToolCall, ...] = ()
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -52,6 +84,8 @@ class Completion:
         }
         if self.confinement is not None:
             record["confinement"] = self.confinement
+        if self.tool_calls:
+            record["tool_calls"] = [c.to_dict() for c in self.tool_calls]
         return record
 
     @classmethod
@@ -63,6 +97,7 @@ class Completion:
             finish_reason=str(record.get("finish_reason", "stop")),
             cached=cached,
             confinement=record.get("confinement"),
+            tool_calls=tuple(ToolCall.from_dict(c) for c in record.get("tool_calls") or ()),
         )
 
 
@@ -83,3 +118,20 @@ class Backend(Protocol):
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         """Answer `request`; with `on_text`, stream the output to it piece by piece."""
         ...
+
+
+def calls_tools(backend: Any) -> bool:
+    """Whether a backend can call an agent's tools (a `supports_tools` property; the built-in
+    tools, which answer with a program's output, have none)."""
+    return bool(getattr(backend, "supports_tools", False))
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """A message's text, whatever its content's form: a string, None (an assistant message
+    that only called tools) or OpenAI's list of parts."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and "text" in p
+        )
+    return content if isinstance(content, str) else ""

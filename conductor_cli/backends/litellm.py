@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from conductor_cli import waiting
-from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.backends.base import Completion, Request, TextSink, ToolCall
 from conductor_cli.errors import ConfigError, WorkerError
 
 
@@ -171,6 +171,12 @@ class LiteLLMBackend:
     def supports_grammar(self) -> bool:
         return False
 
+    @property
+    def supports_tools(self) -> bool:
+        # litellm passes `tools` to OpenAI-compatible servers and most providers; one that
+        # cannot use them answers with text, which the run takes as the answer.
+        return True
+
     def _check_key(self) -> None:
         # Checked here, at the point of use, so an unused worker's missing key costs nothing.
         if self.api_key_env and not os.environ.get(self.api_key_env):
@@ -193,7 +199,12 @@ class LiteLLMBackend:
                 "api_base": self.api_base,
                 "api_key_env": self.api_key_env,  # the child reads the key by name
                 "stream": on_text is not None,
-            },
+            }
+            | (
+                {"tools": json.loads(request.tools), "tool_choice": _choice(request.tool_choice)}
+                if request.tools is not None
+                else {}
+            ),
             on_text,
         )
         if "error" in reply:
@@ -204,11 +215,17 @@ class LiteLLMBackend:
                 retryable=bool(error.get("retryable")),
             )
         done = reply["done"]
-        if not str(done["text"]).strip():
+        calls = tuple(ToolCall.from_dict(c) for c in done.get("tool_calls") or ())
+        if not str(done["text"]).strip() and not calls:
             raise WorkerError(f"{self.model}: the answer was empty", retryable=True)
         return Completion(
             text=str(done["text"]),
             tokens_in=int(done["tokens_in"]),
             tokens_out=int(done["tokens_out"]),
-            finish_reason=str(done["finish_reason"]),
+            finish_reason="tool_calls" if calls else str(done["finish_reason"]),
+            tool_calls=calls,
         )
+
+
+def _choice(text: str | None) -> Any:
+    return json.loads(text) if text is not None else None

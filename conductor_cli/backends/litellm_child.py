@@ -6,9 +6,10 @@ length. In this process it runs on another core, in parallel, from the moment th
 
 Protocol: one JSON object per line. Requests on stdin:
   {"id": 1, "op": "complete", "model", "messages", "max_tokens", "temperature", "seed",
-   "timeout", "api_base", "api_key_env", "stream"}
+   "timeout", "api_base", "api_key_env", "stream", and an agent's "tools", "tool_choice"}
   {"id": 2, "op": "rates", "model"}
-Replies on stdout: {"id", "text"} pieces while streaming, then {"id", "done": {...}} or
+Replies on stdout: {"id", "text"} pieces while streaming, then {"id", "done": {...}} (with
+"tool_calls": [{"id", "name", "arguments"}] when the model called the agent's tools) or
 {"id", "error": {"message", "retryable"}}; {"id", "rates": [in, out] | null} (USD per token).
 API keys are read here from the environment, by name: they never cross the pipe.
 The process ignores Ctrl-C (the parent handles it) and exits when its stdin closes.
@@ -87,6 +88,10 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
     if req.get("stream"):
         kwargs["stream"] = True
         kwargs["stream_options"] = {"include_usage": True}
+    if req.get("tools"):
+        kwargs["tools"] = req["tools"]
+        if req.get("tool_choice") is not None:
+            kwargs["tool_choice"] = req["tool_choice"]
     response = litellm.completion(
         model=req["model"],
         messages=req["messages"],
@@ -107,8 +112,10 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
             "tokens_in": tokens_in,
             "tokens_out": tokens_out,
             "finish_reason": choice.finish_reason or "stop",
+            "tool_calls": [_call(c) for c in getattr(choice.message, "tool_calls", None) or ()],
         }
     parts: list[str] = []
+    calls: dict[int, dict[str, str]] = {}  # streamed tool calls, by index: id, name, arguments
     finish = "stop"
     tokens_in = tokens_out = 0
     for chunk in response:
@@ -121,6 +128,8 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
         if piece:
             parts.append(piece)
             send_text(piece)
+        for delta in getattr(choice.delta, "tool_calls", None) or ():
+            _add_fragment(calls, delta)
         finish = choice.finish_reason or finish
     # A complete stream ends with the server's finish reason; litellm makes one up ("stop")
     # when the connection closes early, and keeps what the server really sent here (litellm
@@ -135,7 +144,31 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
         "tokens_in": tokens_in,
         "tokens_out": tokens_out,
         "finish_reason": finish,
+        "tool_calls": [calls[i] for i in sorted(calls)],
     }
+
+
+def _call(call: Any) -> dict[str, str]:
+    function = getattr(call, "function", None)
+    return {
+        "id": str(getattr(call, "id", "") or ""),
+        "name": str(getattr(function, "name", "") or ""),
+        "arguments": str(getattr(function, "arguments", "") or ""),
+    }
+
+
+def _add_fragment(calls: dict[int, dict[str, str]], delta: Any) -> None:
+    """One streamed piece of a tool call: the first names it, later ones add to its arguments
+    (OpenAI's stream; litellm keeps its shape for every provider)."""
+    index = int(getattr(delta, "index", 0) or 0)
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    function = getattr(delta, "function", None)
+    if getattr(delta, "id", None):
+        call["id"] = str(delta.id)
+    if function is not None and getattr(function, "name", None):
+        call["name"] = str(function.name)
+    if function is not None and getattr(function, "arguments", None):
+        call["arguments"] += str(function.arguments)
 
 
 def rates(litellm: Any, model: str) -> list[float] | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conductor_cli import waiting
-from conductor_cli.backends.base import Completion, Request
+from conductor_cli.backends.base import Completion, Request, ToolCall, calls_tools
 from conductor_cli.errors import (
     BudgetError,
     ConductorError,
@@ -20,6 +20,7 @@ from conductor_cli.errors import (
     RunCancelled,
     WorkerError,
 )
+from conductor_cli.run.agent import AgentTurn, agent_messages
 from conductor_cli.run.events import (
     Source,
     StepFailed,
@@ -31,7 +32,7 @@ from conductor_cli.run.events import (
     Subscriber,
 )
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.messages import feeds_python, step_messages
+from conductor_cli.run.messages import feeds_python, restates, step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 
@@ -42,7 +43,7 @@ class StepResult:
     worker: str
     task: str
     sees: tuple[int, ...]
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     output: str
     tokens_in: int
     tokens_out: int
@@ -51,22 +52,28 @@ class StepResult:
     cost: float | None = None
     finish: str = "stop"  # the backend's finish_reason: "stop", "length" or "loop"
     confinement: str | None = None  # a tool's sandbox, as Completion.confinement
+    tool_calls: tuple[ToolCall, ...] = ()  # the agent's tools the worker called
+    offered_tools: bool = False  # an agent's tools were offered to this step's worker
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "worker": self.worker,
-            "task": self.task,
-            "sees": list(self.sees),
-            "messages": list(self.messages),
-            "output": self.output,
-            "tokens_in": self.tokens_in,
-            "tokens_out": self.tokens_out,
-            "seconds": round(self.seconds, 3),
-            "source": self.source,
-            "cost": self.cost,
-            "finish_reason": self.finish,
-        } | ({"confinement": self.confinement} if self.confinement else {})
+        return (
+            {
+                "index": self.index,
+                "worker": self.worker,
+                "task": self.task,
+                "sees": list(self.sees),
+                "messages": list(self.messages),
+                "output": self.output,
+                "tokens_in": self.tokens_in,
+                "tokens_out": self.tokens_out,
+                "seconds": round(self.seconds, 3),
+                "source": self.source,
+                "cost": self.cost,
+                "finish_reason": self.finish,
+            }
+            | ({"confinement": self.confinement} if self.confinement else {})
+            | ({"tool_calls": [c.to_dict() for c in self.tool_calls]} if self.tool_calls else {})
+        )
 
     def finished(self) -> StepFinished:
         """The event that announces this result."""
@@ -81,6 +88,7 @@ class StepResult:
             self.cost,
             self.finish,
             self.confinement,
+            tuple(c.to_dict() for c in self.tool_calls) or None,
         )
 
     @classmethod
@@ -99,6 +107,7 @@ class StepResult:
             cost=record.get("cost"),
             finish=str(record.get("finish_reason") or "stop"),
             confinement=record.get("confinement"),
+            tool_calls=tuple(ToolCall.from_dict(c) for c in record.get("tool_calls") or ()),
         )
 
 
@@ -118,6 +127,8 @@ class Engine:
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
     cancel: threading.Event | None = None  # set by a server when the run's client left
+    # An agent's tools and conversation: the last step's worker gets them if it calls tools.
+    agent: AgentTurn | None = None
 
     def run(
         self,
@@ -216,13 +227,23 @@ class Engine:
         worker = self.pool.get(step.worker)
         with limits[worker.name]:
             python = feeds_python(workflow, i, self.pool)
-            messages = step_messages(
-                question, attachments, workflow, i, outputs, worker, for_python=python
-            )
+
+            def prepared(worker: Worker) -> tuple[tuple[dict[str, Any], ...], bool]:
+                answers = self.agent is not None and i == len(workflow.steps) - 1
+                if answers and self.agent is not None and calls_tools(worker.backend):
+                    team = [(results[j].task, outputs[j]) for j in step.sees]
+                    task = None if restates(step.task, question) else step.task
+                    return agent_messages(self.agent, team, task), True
+                messages = step_messages(
+                    question, attachments, workflow, i, outputs, worker, for_python=python
+                )
+                return messages, False
+
+            messages, tools = prepared(worker)
             emit(StepStarted(i, worker.name, step.task, messages))
             start = time.monotonic()
             try:
-                done = self._call(i, worker, messages, emit)
+                done = self._call(i, worker, messages, emit, tools)
             except (WorkerError, ConfigError) as e:
                 fallback = worker.config.fallback
                 if fallback is None or fallback not in self.pool.names:
@@ -230,11 +251,9 @@ class Engine:
                     raise
                 emit(StepRetry(i, fallback, 1, str(e), 0.0, fallback=True))
                 worker = self.pool.get(fallback)
-                messages = step_messages(
-                    question, attachments, workflow, i, outputs, worker, for_python=python
-                )
+                messages, tools = prepared(worker)
                 try:
-                    done = self._call(i, worker, messages, emit)
+                    done = self._call(i, worker, messages, emit, tools)
                 except ConductorError as e2:
                     emit(StepFailed(i, worker.name, str(e2)))
                     raise type(e2)(f"{e}; fallback {worker.name}: {e2}") from None
@@ -257,15 +276,23 @@ class Engine:
             done.cost,
             done.finish_reason,
             done.confinement,
+            done.tool_calls,
+            tools,
         )
         emit(result.finished())
         return result
 
     def _call(
-        self, i: int, worker: Worker, messages: tuple[dict[str, str], ...], emit: Subscriber
+        self,
+        i: int,
+        worker: Worker,
+        messages: tuple[dict[str, Any], ...],
+        emit: Subscriber,
+        tools: bool = False,
     ) -> Completion:
         """One worker's answer, retrying retryable failures with exponential backoff + jitter."""
         tool = worker.config.spec.tool
+        agent = self.agent if tools else None
         request = Request(
             messages=messages,
             max_tokens=worker.config.max_tokens,
@@ -273,6 +300,8 @@ class Engine:
             temperature=0.0 if tool else worker.config.temperature,
             seed=0 if tool else self.seed + i + 1,
             stop_loops=worker.config.stop_loops and worker.config.spec.local,
+            tools=agent.tools_json if agent is not None else None,
+            tool_choice=agent.tool_choice_json if agent is not None else None,
         )
 
         def on_text(piece: str) -> None:

@@ -49,7 +49,8 @@ class StepStarted:
     index: int
     worker: str
     task: str
-    messages: tuple[dict[str, str], ...]
+    # An agent's conversation (run/agent.py) also holds tool calls and null contents.
+    messages: tuple[dict[str, Any], ...]
     at: float = field(default_factory=_now)
 
 
@@ -77,6 +78,8 @@ class StepFinished:
     finish: str | None = None
     # A tool that ran a program: the confinements it ran under; None for models.
     confinement: str | None = None
+    # The agent's tools the worker called ({"id", "name", "arguments"}); None: it called none.
+    tool_calls: tuple[dict[str, str], ...] | None = None
     at: float = field(default_factory=_now)
 
 
@@ -209,7 +212,7 @@ _TYPES: dict[str, type] = {
 
 # Fields added after traces were first written: left out while unset, so that the events of a
 # run without them are written as before (a reader takes the field's default).
-_WRITTEN_WHEN_SET = frozenset({"confinement"})
+_WRITTEN_WHEN_SET = frozenset({"confinement", "tool_calls"})
 
 
 def event_to_dict(event: Any, *, with_messages: bool = False) -> dict[str, Any]:
@@ -289,5 +292,15 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "tuple[dict[str, str], ...]": lambda v: (
         isinstance(v, list | tuple)
         and all(isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in v)
+    ),
+    "tuple[dict[str, Any], ...]": lambda v: (
+        isinstance(v, list | tuple) and all(isinstance(m, dict) for m in v)
+    ),
+    "tuple[dict[str, str], ...] | None": lambda v: (
+        v is None
+        or (
+            isinstance(v, list | tuple)
+            and all(isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in v)
+        )
     ),
 }

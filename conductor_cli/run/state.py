@@ -53,7 +53,7 @@ class StepState:
     sees: tuple[int, ...] = ()
     status: StepStatus = "pending"
     current_worker: str | None = None
-    messages: tuple[dict[str, str], ...] | None = None  # None: never started
+    messages: tuple[dict[str, Any], ...] | None = None  # None: never started
     started_at: float | None = None
     # When it failed or was cut off, for the time it ran (a finished step has `seconds`).
     ended_at: float | None = None
@@ -67,6 +67,7 @@ class StepState:
     source: Source | None = None
     finish: str | None = None  # set by StepFinished: "stop", "length" or "loop"
     confinement: str | None = None  # set by StepFinished for a tool that ran a program
+    tool_calls: tuple[dict[str, str], ...] | None = None  # set by StepFinished: an agent's
     error: str | None = None  # of the failure or skip that ended it; None once it finished
     retries: int = 0  # tries again on the same worker (a fallback is not counted)
     last_error: str | None = None  # None: never retried
@@ -178,6 +179,7 @@ class RunState:
                     step.cost, step.seconds = event.cost, event.seconds
                     step.finish = event.finish
                     step.confinement = event.confinement
+                    step.tool_calls = event.tool_calls
                     return True
             case StepFailed():
                 if step := self._step(event.index):

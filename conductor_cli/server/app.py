@@ -15,6 +15,7 @@ from typing import Any
 
 from conductor_cli.config.settings import Config, load_config
 from conductor_cli.runtime import Runtime
+from conductor_cli.server.tool_loops import ToolLoops
 from conductor_cli.storage import paths
 
 
@@ -91,6 +92,7 @@ class ServerApp:
         self._retired: list[Runtime] = []
         self._cancels: set[threading.Event] = set()
         self._last = time.monotonic()
+        self.tool_loops = ToolLoops()  # agents: which worker called each tool
 
     @property
     def config(self) -> Config:

@@ -36,6 +36,7 @@ from conductor_cli.run.events import (
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import parse_workflow
+from conductor_cli.server.agent_runs import log_plan, plan_line, run_turn
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.openai_shapes import (
     MODEL,
@@ -47,6 +48,7 @@ from conductor_cli.server.openai_shapes import (
     error_body,
     models_list,
     parse_chat,
+    tool_call_deltas,
     usage,
 )
 from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
@@ -489,14 +491,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.app.slots.release()
 
     def _run(self, request: ChatRequest, on_event: Any, stream: bool) -> RunResult:
-        with self._watched() as cancel, self.app.lease(cancel) as (config, runtime):
-            return execute(
+        if request.agent is not None:
+            self._note_tool_types(request.tool_types, "chat completions")
+        with self._watched() as cancel:
+            result = run_turn(
+                self.app,
+                lambda config: config_for(config, request.model),
                 request.question,
-                config=config_for(config, request.model),
-                attachments=request.attachments,
-                on_event=on_event,
-                options=RunOptions(stream=stream, seed=request.seed, cancel=cancel),
-                runtime=runtime,
+                request.attachments,
+                request.agent,
+                on_event,
+                cancel,
+                stream=stream,
+                seed=request.seed,
+            )
+        log_plan(result, "chat completions")
+        return result
+
+    def _note_tool_types(self, types: tuple[str, ...], api: str) -> None:
+        for kind in types:
+            self.app.tool_loops.note_once(
+                f"tool-type:{kind}",
+                f"{api}: tools of type {kind!r} cannot run here; the workers are offered only "
+                "the function tools",
             )
 
     def _complete(self, request: ChatRequest) -> None:
@@ -512,8 +529,10 @@ class _Handler(BaseHTTPRequestHandler):
         except KeyboardInterrupt:
             return  # the client left (or the server stops): nobody to answer
         trace = result.trace_path.stem if result.trace_path else None
-        body = completion(request.model, result.answer, result.totals(), trace)
-        self._send_json(HTTPStatus.OK, body, {"x-conductor-trace": trace or ""})
+        calls = result.tool_calls
+        body = completion(request.model, result.answer, result.totals(), trace, calls)
+        headers = {"x-conductor-trace": trace or "", "x-conductor-plan": plan_line(result)}
+        self._send_json(HTTPStatus.OK, body, headers)
 
     def _stream(self, request: ChatRequest) -> None:
         """Server-sent events: the final step's text as it is generated, then usage."""
@@ -556,8 +575,11 @@ class _Handler(BaseHTTPRequestHandler):
         except KeyboardInterrupt:
             return  # the client left (or the server stops)
         with lock:
-            end = chunk(cid, request.model, {}, "stop")
+            for delta in tool_call_deltas(result.tool_calls):
+                send(chunk(cid, request.model, delta))
+            end = chunk(cid, request.model, {}, "tool_calls" if result.tool_calls else "stop")
             end["usage"] = usage(result.totals())
+            end["conductor_plan"] = json.loads(plan_line(result))
             end["conductor_trace"] = result.trace_path.stem if result.trace_path else None
             send(end)
             self.wfile.write(b"data: [DONE]\n\n")

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from conductor_cli.backends.base import ToolCall
+from conductor_cli.run.agent import AgentTurn
 from conductor_cli.run.inputs import Attachment
 
 MODEL = "conductor"
@@ -39,6 +41,8 @@ class ChatRequest:
     attachments: tuple[Attachment, ...]
     stream: bool
     seed: int | None
+    agent: AgentTurn | None = None  # the client sent tools: an agent's turn
+    tool_types: tuple[str, ...] = ()  # the types of its tools that are not functions
 
 
 # The roles OpenAI's API knows; any other is a 400 there, so it is here too.
@@ -91,6 +95,10 @@ PARAMETERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "logit_bias": (lambda v: isinstance(v, dict), "an object"),
     "response_format": (lambda v: isinstance(v, dict), "an object"),
     "tools": (lambda v: isinstance(v, list), "a list"),
+    "tool_choice": (
+        lambda v: v in ("none", "auto", "required") or isinstance(v, dict),
+        '"none", "auto", "required" or an object naming a function',
+    ),
     "parallel_tool_calls": (lambda v: isinstance(v, bool), "a boolean"),
 }
 
@@ -133,11 +141,13 @@ def _text(content: Any, where: str) -> str:
 
 
 def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each message's role and text, checked as OpenAI's API checks them."""
+    """Each message's role and text, checked as OpenAI's API checks them (tool calls and
+    tool results too: a result answers a call made earlier in the conversation)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _invalid("messages", "a non-empty list of messages", messages)
     texts = []
+    called: set[str] = set()
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -145,8 +155,74 @@ def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
         role = m.get("role")
         if role not in ROLES:
             raise _invalid(f"{where}.role", "one of " + ", ".join(ROLES), role)
+        if role == "assistant" and m.get("tool_calls") is not None:
+            called.update(_tool_calls(m["tool_calls"], f"{where}.tool_calls"))
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise _invalid(f"{where}.tool_call_id", "the id of a tool call", call_id)
+            if call_id not in called:
+                raise BadRequest(
+                    f"{where}.tool_call_id {_shown(call_id)} answers no tool call of an "
+                    "earlier assistant message",
+                    param=f"{where}.tool_call_id",
+                )
         texts.append((role, _text(m.get("content"), where)))
     return texts
+
+
+def _tool_calls(calls: Any, where: str) -> list[str]:
+    """An assistant message's tool calls, checked; their ids."""
+    if not isinstance(calls, list):
+        raise _invalid(where, "a list of tool calls", calls)
+    ids = []
+    for j, call in enumerate(calls):
+        at = f"{where}[{j}]"
+        if not isinstance(call, dict):
+            raise _invalid(at, "an object with an id and a function", call)
+        function = call.get("function")
+        if not isinstance(call.get("id"), str):
+            raise _invalid(f"{at}.id", "a string", call.get("id"))
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise _invalid(f"{at}.function.name", "a string", function)
+        if not isinstance(function.get("arguments", ""), str):
+            raise _invalid(f"{at}.function.arguments", "a string of JSON", function["arguments"])
+        ids.append(call["id"])
+    return ids
+
+
+def function_tools(tools: Any, where: str = "tools") -> tuple[dict[str, Any], ...]:
+    """The request's function tools in OpenAI's chat form, checked; a tool of another type
+    (a provider's built-in such as web_search) cannot run here and is left out."""
+    if tools is None:
+        return ()
+    if not isinstance(tools, list):
+        raise _invalid(where, "a list of tools", tools)
+    kept = []
+    for i, tool in enumerate(tools):
+        at = f"{where}[{i}]"
+        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+            raise _invalid(at, "an object with a 'type'", tool)
+        if tool["type"] != "function":
+            continue
+        function = tool.get("function")
+        if not isinstance(function, dict):
+            raise _invalid(f"{at}.function", "an object with the function's name", function)
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise _invalid(f"{at}.function.name", "a non-empty string", name)
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise _invalid(f"{at}.function.parameters", "a JSON Schema object", parameters)
+        kept.append({"type": "function", "function": function})
+    return tuple(kept)
+
+
+def other_tool_types(tools: Any) -> list[str]:
+    """The types of the request's tools that are not functions (left out, said in the log)."""
+    if not isinstance(tools, list):
+        return []
+    return sorted({str(t.get("type")) for t in tools if isinstance(t, dict)} - {"function"})
 
 
 def parse_chat(body: Any) -> ChatRequest:
@@ -166,8 +242,18 @@ def parse_chat(body: Any) -> ChatRequest:
         for i, (role, text) in enumerate(texts)
         if i != last and text.strip()
     )
+    tools = function_tools(body.get("tools"))
+    agent = None
+    if tools and body.get("tool_choice") != "none":
+        agent = AgentTurn(tools, tuple(body["messages"]), body.get("tool_choice"))
     return ChatRequest(
-        model, texts[last][1], attachments, bool(body.get("stream")), body.get("seed")
+        model,
+        texts[last][1],
+        attachments,
+        bool(body.get("stream")),
+        body.get("seed"),
+        agent,
+        tuple(other_tool_types(body.get("tools"))),
     )
 
 
@@ -175,22 +261,47 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def completion(model: str, answer: str, totals: dict[str, Any], trace: str | None) -> dict:
+def completion(
+    model: str,
+    answer: str,
+    totals: dict[str, Any],
+    trace: str | None,
+    calls: tuple[ToolCall, ...] = (),
+) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": answer}
+    if calls:
+        message = {
+            "role": "assistant",
+            "content": answer or None,
+            "tool_calls": [c.to_openai() for c in calls],
+        }
     return {
         "id": completion_id(),
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": answer},
-                "finish_reason": "stop",
-            }
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}
         ],
         "usage": usage(totals),
         "conductor_trace": trace,
     }
+
+
+def tool_call_deltas(calls: tuple[ToolCall, ...]) -> list[dict[str, Any]]:
+    """Streamed tool calls as OpenAI streams them: per call, a delta with its index, id and
+    name and empty arguments, then one with the arguments."""
+    deltas: list[dict[str, Any]] = []
+    for index, call in enumerate(calls):
+        head = {"name": call.name, "arguments": ""}
+        deltas.append(
+            {"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": head}]}
+        )
+        if call.arguments:
+            deltas.append(
+                {"tool_calls": [{"index": index, "function": {"arguments": call.arguments}}]}
+            )
+    return deltas
 
 
 def usage(totals: dict[str, Any]) -> dict[str, int]:
@@ -198,7 +309,7 @@ def usage(totals: dict[str, Any]) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": reply, "total_tokens": prompt + reply}
 
 
-def chunk(cid: str, model: str, delta: dict[str, str], finish: str | None = None) -> dict:
+def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None) -> dict:
     return {
         "id": cid,
         "object": "chat.completion.chunk",

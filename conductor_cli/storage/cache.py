@@ -16,7 +16,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.backends.base import Backend, Completion, Request, TextSink
+from conductor_cli.backends.base import (
+    Backend,
+    Completion,
+    Request,
+    TextSink,
+    calls_tools,
+    message_text,
+)
 from conductor_cli.run.budget import Budget, Pricing
 from conductor_cli.storage import paths
 
@@ -47,6 +54,9 @@ def request_key(fingerprint: str, request: Request) -> str:
         canonical["stop_loops"] = 2
     if request.step_penalty:
         canonical["step_penalty"] = request.step_penalty
+    if request.tools is not None:
+        canonical["tools"] = request.tools
+        canonical["tool_choice"] = request.tool_choice
     blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -153,6 +163,10 @@ class CachedBackend:
     def supports_grammar(self) -> bool:
         return self.backend.supports_grammar
 
+    @property
+    def supports_tools(self) -> bool:
+        return calls_tools(self.backend)
+
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         key = request_key(self.backend.fingerprint, request) if self.cache else ""
         if self.cache is not None and self.mode is CacheMode.USE:
@@ -163,7 +177,7 @@ class CachedBackend:
                     on_text(hit.text)
                 return dataclasses.replace(hit, cost=0.0)
         if self.budget is not None:
-            chars = sum(len(m.get("content", "")) for m in request.messages)
+            chars = sum(len(message_text(m)) for m in request.messages)
             # Before the call only a bound is known: ~4 characters a token, all of max_tokens.
             estimate = self.pricing.cost(chars // 4, request.max_tokens) if self.pricing else None
             self.budget.reserve(self.label, estimate)

@@ -261,6 +261,8 @@ def step_record(step: StepState) -> dict[str, Any]:
             out["finish_reason"] = step.finish
         if step.confinement is not None:  # a tool that ran a program, and how confined
             out["confinement"] = step.confinement
+        if step.tool_calls:  # the agent's tools the worker called (the client runs them)
+            out["tool_calls"] = list(step.tool_calls)
     # A finished step says error null; a failed or skipped one the reason; one never ended
     # has no error key.
     if step.source is not None or step.error is not None:

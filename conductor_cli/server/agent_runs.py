@@ -1,0 +1,78 @@
+"""One request of any of the server's APIs (chat completions, responses, messages) as a run:
+an agent's tool loop kept by the worker that called the tool (run/agent.py), the plan said in
+a header and the server's log, and what cannot be served said once in that log."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Callable, Sequence
+
+from conductor_cli.api import RunOptions, RunResult, execute
+from conductor_cli.config.settings import Config
+from conductor_cli.run.agent import LOOP_TASK, AgentTurn
+from conductor_cli.run.events import Subscriber
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.server.app import ServerApp
+from conductor_cli.server.tool_loops import ToolLoops
+
+
+def run_turn(
+    app: ServerApp,
+    config_of: Callable[[Config], Config],
+    question: str,
+    attachments: Sequence[Attachment],
+    agent: AgentTurn | None,
+    on_event: Subscriber | None,
+    cancel: threading.Event,
+    *,
+    stream: bool,
+    seed: int | None = None,
+) -> RunResult:
+    """Run one request on the server's warm runtime. `config_of(config)` is the config the
+    request's model names. A request that brings the results of tool calls a worker made goes
+    to that worker, unplanned; any other is planned by the conductor."""
+    loops: ToolLoops = app.tool_loops
+    with app.lease(cancel) as (config, runtime):
+        config = config_of(config)
+        workflow = None
+        if agent is not None and agent.open_calls():
+            worker = loops.worker_for(agent, [w.name for w in config.workers])
+            if worker is not None:
+                workflow = Workflow((Step(worker, LOOP_TASK, ()),))
+        result = execute(
+            question,
+            config=config,
+            attachments=attachments,
+            workflow=workflow,
+            on_event=on_event,
+            options=RunOptions(stream=stream, seed=seed, cancel=cancel, agent=agent),
+            runtime=runtime,
+        )
+    loops.remember(result)
+    last = result.steps[-1]
+    if agent is not None and not last.offered_tools:
+        loops.note_once(
+            f"no-tools:{last.worker}",
+            f"worker {last.worker} answered an agent's request but cannot call its tools "
+            "(a built-in tool, or a model without tool calls): it answered with text",
+        )
+    return result
+
+
+def plan_line(result: RunResult) -> str:
+    """The run's team in one line of JSON (ASCII: it goes in a header): each step's worker,
+    task and the steps it saw, as a client that shows no tree may still show."""
+    steps = [{"worker": s.worker, "task": s.task, "sees": list(s.sees)} for s in result.steps]
+    return json.dumps(steps, ensure_ascii=True, separators=(",", ":"))
+
+
+def log_plan(result: RunResult, api: str) -> None:
+    """The team's plan in the server's log, one line per request."""
+    team = " > ".join(f"{s.worker}" for s in result.steps)
+    trace = result.trace_path.stem if result.trace_path else "-"
+    calls = f", {len(result.tool_calls)} tool call(s)" if result.tool_calls else ""
+    sys.stderr.write(f"conductor: {api}: {team}{calls} (trace {trace})\n")
+    sys.stderr.flush()
