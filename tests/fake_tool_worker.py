@@ -2,9 +2,10 @@
 which calls tools, for tests of agents' tool loops (a real small model's tool calls are
 measured in bench/agent_tools.py).
 
-When the conversation ends with a user message and the request offers tools, it calls the first
-tool with `arguments` (streamed in fragments, as OpenAI streams them); when it ends with tool
-results, it answers "done: " and the last result's text. Every request body is recorded.
+When the conversation ends with a user message and the request offers tools, it calls the tool
+named `tool` (the first one offered when that is not among them) with `arguments` (streamed in
+fragments, as OpenAI streams them); when it ends with tool results, it answers "done: " and the
+last result's text. Every request body is recorded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 @dataclass
 class FakeToolCallingWorker:
     arguments: str = '{"cmd": "echo hi"}'
+    tool: str = "exec_command"
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -42,7 +44,8 @@ class FakeToolCallingWorker:
                         content = "".join(p.get("text", "") for p in content)
                     text = f"done: {content}"
                 elif tools:
-                    name = tools[0]["function"]["name"]
+                    names = [t["function"]["name"] for t in tools]
+                    name = fake.tool if fake.tool in names else names[0]
                     call = {"id": f"call_fake_{n}", "name": name, "arguments": fake.arguments}
                 else:
                     text = "no tools were offered"

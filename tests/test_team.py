@@ -120,7 +120,7 @@ def test_a_conductor_trained_under_the_same_name_takes_the_shipped_ones_place(
 
 
 def test_the_server_offers_only_the_users_own_trained_conductors(isolated_home: Path) -> None:
-    from conductor_cli.server.http_api import trained_names
+    from conductor_cli.server.agent_runs import trained_names
 
     assert TEAM.conductor in [t.name for t in registry.list_trained()]  # `models list` shows it
     assert TEAM.conductor not in [t.name for t in registry.list_trained(shipped=False)]

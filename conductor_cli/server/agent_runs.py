@@ -8,15 +8,37 @@ import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from http import HTTPStatus
 
 from conductor_cli.api import RunOptions, RunResult, execute
-from conductor_cli.config.settings import Config
+from conductor_cli.config.settings import Config, with_conductor
 from conductor_cli.run.agent import LOOP_TASK, AgentTurn
 from conductor_cli.run.events import Subscriber
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.server.app import ServerApp
+from conductor_cli.server.openai_shapes import MODEL, BadRequest
 from conductor_cli.server.tool_loops import ToolLoops
+
+
+def trained_names() -> list[str]:
+    """The user's own trained conductors; a shipped one is planned for its own pool (the
+    embedded default team), which is then the served `conductor` itself."""
+    from conductor_cli.train.registry import list_trained
+
+    return [t.name for t in list_trained(shipped=False)]
+
+
+def config_for(config: Config, model: str) -> Config:
+    if model == MODEL:
+        return config
+    if model in trained_names():
+        return with_conductor(config, model=model)
+    raise BadRequest(
+        f"model {model!r} does not exist: use {MODEL!r} or a trained conductor (GET /v1/models)",
+        HTTPStatus.NOT_FOUND,
+        "not_found_error",
+    )
 
 
 def run_turn(

@@ -36,10 +36,9 @@ from conductor_cli.run.events import (
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import parse_workflow
-from conductor_cli.server.agent_runs import log_plan, plan_line, run_turn
+from conductor_cli.server.agent_runs import config_for, log_plan, plan_line, run_turn, trained_names
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.openai_shapes import (
-    MODEL,
     BadRequest,
     ChatRequest,
     chunk,
@@ -142,26 +141,6 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
         finally:
             os.umask(old)
         os.chmod(path, 0o600)
-
-
-def trained_names() -> list[str]:
-    """The user's own trained conductors; a shipped one is planned for its own pool (the
-    embedded default team), which is then the served `conductor` itself."""
-    from conductor_cli.train.registry import list_trained
-
-    return [t.name for t in list_trained(shipped=False)]
-
-
-def config_for(config: Config, model: str) -> Config:
-    if model == MODEL:
-        return config
-    if model in trained_names():
-        return with_conductor(config, model=model)
-    raise BadRequest(
-        f"model {model!r} does not exist: use {MODEL!r} or a trained conductor (GET /v1/models)",
-        HTTPStatus.NOT_FOUND,
-        "not_found_error",
-    )
 
 
 def run_request(
@@ -416,6 +395,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         if path == "/v1/chat/completions":
             self._chat()
+        elif path == "/v1/responses":
+            self._responses()
         elif path == RUNS_PATH:
             self._cli_run()
         elif path == STOP_PATH:
@@ -470,6 +451,18 @@ class _Handler(BaseHTTPRequestHandler):
                     send({"result": result.to_dict()})
         finally:
             self.app.slots.release()
+
+    # --- OpenAI's Responses API (server/responses_api.py) ------------------------------------
+
+    def _responses(self) -> None:
+        from conductor_cli.server import responses_api
+
+        try:
+            body = self._read_json()
+        except BadRequest as e:
+            self._refuse(e)
+            return
+        responses_api.answer(self, body)
 
     # --- OpenAI's chat completions ----------------------------------------------------------
 

@@ -174,3 +174,102 @@ def test_a_pool_that_cannot_call_tools_answers_with_text_and_says_so(
             assert done.choices[0].finish_reason == "stop" and done.choices[0].message.content
     err = capsys.readouterr().err
     assert err.count("worker local answered an agent's request but cannot call its tools") == 1
+
+
+# --- the Responses API (Codex CLI's) -----------------------------------------------------------
+
+RESPONSES_TOOLS = [
+    {
+        "type": "function",
+        "name": "exec_command",
+        "description": "Run a shell command",
+        "parameters": TOOLS[0]["function"]["parameters"],
+        "strict": False,
+    },
+    {"type": "web_search"},
+]
+CODEX_INPUT = [
+    {
+        "type": "message",
+        "role": "developer",
+        "content": [{"type": "input_text", "text": "Be brief."}],
+    },
+    {
+        "type": "message",
+        "role": "user",
+        "content": [{"type": "input_text", "text": "List the files here."}],
+    },
+]
+
+
+def test_responses_a_tool_round_trip_streamed_as_codex_reads_it(
+    server: ConductorServer, worker: FakeToolCallingWorker, isolated_home: Path
+) -> None:
+    c = client(server)
+    events = list(
+        c.responses.create(
+            model="conductor", input=CODEX_INPUT, tools=RESPONSES_TOOLS, stream=True, store=False
+        )
+    )
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert kinds.index("response.output_item.added") < kinds.index("response.output_item.done")
+    done = events[-1].response
+    (call,) = [item for item in done.output if item.type == "function_call"]
+    assert call.name == "exec_command" and json.loads(call.arguments) == {"cmd": "echo hi"}
+    # The developer message reached the worker as its system message.
+    assert worker.requests[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
+
+    follow = [
+        *CODEX_INPUT,
+        {
+            "type": "function_call",
+            "call_id": call.call_id,
+            "name": call.name,
+            "arguments": call.arguments,
+        },
+        {"type": "function_call_output", "call_id": call.call_id, "output": "a.py\nb.py"},
+    ]
+    second = c.responses.create(model="conductor", input=follow, tools=RESPONSES_TOOLS)
+    assert second.status == "completed" and second.output_text == "done: a.py\nb.py"
+    sent = worker.requests[-1]["messages"]
+    assert sent[-2]["tool_calls"][0]["id"] == call.call_id
+    assert sent[-1] == {"role": "tool", "tool_call_id": call.call_id, "content": "a.py\nb.py"}
+    trace = _trace(isolated_home, second.model_extra["conductor_trace"])
+    assert [s["task"] for s in trace["steps"]] == [LOOP_TASK]
+
+
+def test_responses_text_streams_as_deltas_of_one_message(fast_config: Path) -> None:
+    for srv in _serve(fast_config):
+        c = client(srv)
+        events = list(c.responses.create(model="conductor", input="Name a colour.", stream=True))
+        deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+        done = events[-1].response
+        assert deltas.strip() and done.output_text == deltas
+        assert done.usage.total_tokens > 0
+        plain = c.responses.create(model="conductor", input="Name a colour.")
+        assert plain.output_text == deltas  # cached: the same run
+
+
+def test_responses_refuses_what_it_cannot_serve_naming_the_field(server: ConductorServer) -> None:
+    import openai
+
+    c = client(server)
+    cases = [
+        ({"input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+        ({"input": [{"type": "local_shell_call"}]}, "input[0].type"),
+        (
+            {
+                "input": [
+                    *CODEX_INPUT,
+                    {"type": "function_call_output", "call_id": "nobody", "output": "x"},
+                ]
+            },
+            "input[2].call_id",
+        ),
+    ]
+    for extra, param in cases:
+        with pytest.raises(openai.BadRequestError) as bad:
+            c.responses.create(model="conductor", **extra)
+        assert bad.value.body["param"] == param, bad.value.body

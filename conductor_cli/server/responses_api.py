@@ -1,0 +1,234 @@
+"""`POST /v1/responses` (OpenAI's Responses API, what Codex CLI speaks), plain and streamed,
+over the one run path (server/agent_runs.py). The stream opens with `response.created` at
+once and repeats `response.in_progress` while the conductor plans, so that a client's idle
+timeout never fires before the answer starts."""
+
+from __future__ import annotations
+
+import threading
+from http import HTTPStatus
+from typing import Any
+
+from conductor_cli.api import RunResult
+from conductor_cli.errors import ConductorError
+from conductor_cli.run.events import PlanReady, StepFinished, StepToken
+from conductor_cli.server.agent_runs import config_for, log_plan, plan_line, run_turn
+from conductor_cli.server.openai_shapes import BadRequest
+from conductor_cli.server.responses_shapes import (
+    ResponsesRequest,
+    call_item,
+    message_item,
+    new_id,
+    output_items,
+    parse_responses,
+    response,
+    sse,
+)
+
+HEARTBEAT_S = 5.0  # between `response.in_progress` events until the answer starts
+API = "responses"
+# `handler` below: server/http_api's request handler (its wfile, _send_json, _refuse, ...).
+
+
+def answer(handler: Any, body: Any) -> None:
+    try:
+        request = parse_responses(body)
+        config_for(handler.app.config, request.model)  # 404 before any run
+    except BadRequest as e:
+        handler._refuse(e)
+        return
+    if not handler._take_slot():
+        return
+    try:
+        for kind in request.tool_types if request.agent is not None else ():
+            handler.app.tool_loops.note_once(
+                f"tool-type:{kind}",
+                f"{API}: tools of type {kind!r} cannot run here; the workers are offered only "
+                "the function tools",
+            )
+        if request.stream:
+            _Stream(handler, request).run()
+        else:
+            _complete(handler, request)
+    finally:
+        handler.app.slots.release()
+
+
+def _run(handler: Any, request: ResponsesRequest, on_event: Any) -> RunResult:
+    with handler._watched() as cancel:
+        result = run_turn(
+            handler.app,
+            lambda config: config_for(config, request.model),
+            request.question,
+            request.attachments,
+            request.agent,
+            on_event,
+            cancel,
+            stream=on_event is not None,
+        )
+    log_plan(result, API)
+    return result
+
+
+def _extra(result: RunResult) -> dict[str, Any]:
+    trace = result.trace_path.stem if result.trace_path else None
+    return {
+        "conductor_trace": trace,
+        "conductor_plan": [s.to_dict() for s in result.workflow.steps],
+    }
+
+
+def _complete(handler: Any, request: ResponsesRequest) -> None:
+    try:
+        result = _run(handler, request, None)
+    except ConductorError as e:
+        handler._error(HTTPStatus.BAD_GATEWAY, str(e), "server_error")
+        return
+    except KeyboardInterrupt:
+        return  # the client left (or the server stops)
+    output = [item for _, item, _ in output_items(result.answer, result.tool_calls)]
+    body = response(
+        new_id("resp"), request, "completed", output, result.totals(), None, _extra(result)
+    )
+    trace = result.trace_path.stem if result.trace_path else ""
+    handler._send_json(
+        HTTPStatus.OK, body, {"x-conductor-trace": trace, "x-conductor-plan": plan_line(result)}
+    )
+
+
+class _Stream:
+    """One streamed response: events in order, numbered, from the run's threads and the
+    heartbeat, one at a time."""
+
+    def __init__(self, handler: Any, request: ResponsesRequest) -> None:
+        self.handler = handler
+        self.request = request
+        self.id = new_id("resp")
+        self.lock = threading.Lock()
+        self.seq = 0
+        self.started = threading.Event()  # the answer (or the end) has begun
+        self.final = -1
+        self.text_id: str | None = None  # the message item being streamed
+        self.text = ""
+
+    def send(self, event: dict[str, Any]) -> None:
+        with self.lock:
+            event["sequence_number"] = self.seq
+            self.seq += 1
+            self.handler.wfile.write(sse(event))
+            self.handler.wfile.flush()
+
+    def _heartbeat(self) -> None:
+        while not self.started.wait(HEARTBEAT_S):
+            try:
+                self.send({"type": "response.in_progress", "response": self._state("in_progress")})
+            except OSError:
+                return
+
+    def _state(self, status: str, output: list | None = None, **kw: Any) -> dict[str, Any]:
+        return response(self.id, self.request, status, output or [], **kw)
+
+    def _open_text(self) -> None:
+        if self.text_id is not None:
+            return
+        self.started.set()
+        self.text_id = new_id("msg")
+        item = message_item(self.text_id, "", "in_progress")
+        self.send({"type": "response.output_item.added", "output_index": 0, "item": item})
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        self.send(
+            {
+                "type": "response.content_part.added",
+                "item_id": self.text_id,
+                "output_index": 0,
+                "content_index": 0,
+                "part": part,
+            }
+        )
+
+    def _delta(self, piece: str) -> None:
+        if not piece:
+            return
+        self._open_text()
+        self.text += piece
+        self.send(
+            {
+                "type": "response.output_text.delta",
+                "item_id": self.text_id,
+                "output_index": 0,
+                "content_index": 0,
+                "delta": piece,
+                "logprobs": [],
+            }
+        )
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, PlanReady):
+            self.final = len(event.workflow.steps) - 1
+        elif isinstance(event, StepToken) and event.index == self.final:
+            self._delta(event.text)
+        elif isinstance(event, StepFinished) and event.index == self.final:
+            # A cached or non-streaming step reports its text only here.
+            out = event.output
+            self._delta(out[len(self.text) :] if out.startswith(self.text) else "")
+
+    def run(self) -> None:
+        h = self.handler
+        h.send_response(HTTPStatus.OK)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        self.send({"type": "response.created", "response": self._state("in_progress")})
+        self.send({"type": "response.in_progress", "response": self._state("in_progress")})
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+        try:
+            result = _run(h, self.request, self.on_event)
+        except ConductorError as e:
+            self.started.set()
+            error = {"code": "server_error", "message": str(e)}
+            self.send({"type": "response.failed", "response": self._state("failed", error=error)})
+            return
+        except KeyboardInterrupt:
+            self.started.set()
+            return  # the client left (or the server stops)
+        finally:
+            self.started.set()
+        self._finish(result)
+
+    def _finish(self, result: RunResult) -> None:
+        output: list[dict[str, Any]] = []
+        if self.text_id is not None or not result.tool_calls:
+            self._open_text()
+            assert self.text_id is not None
+            item = message_item(self.text_id, self.text)
+            part = item["content"][0]
+            base = {"item_id": self.text_id, "output_index": 0, "content_index": 0}
+            self.send(
+                {"type": "response.output_text.done", **base, "text": self.text, "logprobs": []}
+            )
+            self.send({"type": "response.content_part.done", **base, "part": part})
+            self.send({"type": "response.output_item.done", "output_index": 0, "item": item})
+            output.append(item)
+        for call in result.tool_calls:
+            index, item_id = len(output), new_id("fc")
+            opened = call_item(item_id, call, "in_progress")
+            self.send({"type": "response.output_item.added", "output_index": index, "item": opened})
+            base = {"item_id": item_id, "output_index": index}
+            self.send(
+                {"type": "response.function_call_arguments.delta", **base, "delta": call.arguments}
+            )
+            self.send(
+                {
+                    "type": "response.function_call_arguments.done",
+                    **base,
+                    "arguments": call.arguments,
+                    "name": call.name,
+                }
+            )
+            item = call_item(item_id, call)
+            self.send({"type": "response.output_item.done", "output_index": index, "item": item})
+            output.append(item)
+        done = self._state("completed", output, totals=result.totals(), extra=_extra(result))
+        self.send({"type": "response.completed", "response": done})
