@@ -1,6 +1,7 @@
 """The real agent clients from npm against `conductor serve` (issue 42): Codex CLI (Responses
-API) and qwen-code (chat completions, streamed) each run the shell command the team's worker
-asked for and print the answer made after it. Each client is
+API), qwen-code (chat completions, streamed) and Claude Code (Anthropic's Messages API,
+streamed) each run the shell command the team's worker asked for and print the answer made
+after it. Each client is
 installed with npm once per session (npm's cache keeps it); the test is skipped, with one line
 saying why, where npm or the package cannot be had. The worker that calls tools is
 FakeToolCallingWorker (a fake model server); SmolLM2 really plans."""
@@ -25,6 +26,7 @@ from .fake_tool_worker import FakeToolCallingWorker
 
 CODEX = "@openai/codex@0.171.0"
 QWEN_CODE = "@qwen-code/qwen-code@0.15.10"
+CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 MARK = "conductor-was-here"
 
 
@@ -53,6 +55,11 @@ def codex_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def qwen_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return npm_install(QWEN_CODE, tmp_path_factory.mktemp("qwen-code")) / "qwen"
+
+
+@pytest.fixture(scope="session")
+def claude_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return npm_install(CLAUDE_CODE, tmp_path_factory.mktemp("claude-code")) / "claude"
 
 
 @pytest.fixture
@@ -154,3 +161,36 @@ def test_qwen_code_runs_the_command_the_team_asked_for(
     assert result["role"] == "tool" and MARK in json.dumps(result["content"])
     assert done.stdout.strip().startswith("done:") and MARK in done.stdout
     assert _traced_tasks(isolated_home)[1] == [LOOP_TASK]
+
+
+def test_claude_code_runs_the_command_the_team_asked_for(
+    claude_bin: Path,
+    served: tuple[ConductorServer, FakeToolCallingWorker],
+    tmp_path: Path,
+    isolated_home: Path,
+) -> None:
+    server, worker = served
+    worker.tool, worker.arguments = "Bash", json.dumps({"command": f"echo {MARK}"})
+    env = dict(
+        os.environ,
+        HOME=str(tmp_path),  # Claude Code keeps its settings in ~/.claude
+        ANTHROPIC_BASE_URL=server.url,
+        ANTHROPIC_AUTH_TOKEN="unused",
+        ANTHROPIC_MODEL="conductor",
+        ANTHROPIC_DEFAULT_HAIKU_MODEL="conductor",  # its background calls
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+    )
+    done = subprocess.run(
+        [str(claude_bin), "--allowedTools", "Bash", "-p", "List the files here."],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    result = worker.requests[1]["messages"][-1]
+    assert result["role"] == "tool" and MARK in result["content"]
+    assert done.stdout.strip() == f"done: {MARK}"
+    assert _traced_tasks(isolated_home)[-1] == [LOOP_TASK]

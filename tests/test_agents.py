@@ -273,3 +273,156 @@ def test_responses_refuses_what_it_cannot_serve_naming_the_field(server: Conduct
         with pytest.raises(openai.BadRequestError) as bad:
             c.responses.create(model="conductor", **extra)
         assert bad.value.body["param"] == param, bad.value.body
+
+
+# --- Anthropic's Messages API (Claude Code's) --------------------------------------------------
+
+ANTHROPIC_TOOLS = [
+    {
+        "name": "Bash",
+        "description": "Run a shell command",
+        "input_schema": {
+            "type": "object",
+            "properties": {"command": {"type": "string"}},
+            "required": ["command"],
+        },
+    },
+    {"type": "web_search_20250305", "name": "web_search"},
+]
+
+
+def anthropic_client(server: ConductorServer):  # type: ignore[no-untyped-def]
+    import anthropic
+
+    return anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0)
+
+
+def test_messages_a_tool_round_trip_plain_and_streamed(
+    server: ConductorServer, worker: FakeToolCallingWorker, isolated_home: Path
+) -> None:
+    worker.tool, worker.arguments = "Bash", json.dumps({"command": "ls"})
+    c = anthropic_client(server)
+    ask = [{"role": "user", "content": "List the files here."}]
+    first = c.messages.create(
+        model="conductor", max_tokens=512, system="Be brief.", messages=ask, tools=ANTHROPIC_TOOLS
+    )
+    assert first.stop_reason == "tool_use"
+    (use,) = [b for b in first.content if b.type == "tool_use"]
+    assert use.name == "Bash" and use.input == {"command": "ls"}
+    assert worker.requests[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
+
+    history = [
+        *ask,
+        {"role": "assistant", "content": [b.model_dump() for b in first.content]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": use.id,
+                    "content": [{"type": "text", "text": "a.py"}],
+                }
+            ],
+        },
+    ]
+    with c.messages.stream(
+        model="conductor", max_tokens=512, messages=history, tools=ANTHROPIC_TOOLS
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "done: a.py" and final.stop_reason == "end_turn"
+    sent = worker.requests[-1]["messages"]
+    assert sent[-1] == {"role": "tool", "tool_call_id": use.id, "content": "a.py"}
+    latest = sorted((isolated_home / "data" / "conductor" / "traces").glob("*.json"))[-1]
+    trace = json.loads(latest.read_text())
+    assert [s["task"] for s in trace["steps"]] == [LOOP_TASK]
+
+
+def test_messages_streams_a_tool_call_as_claude_code_reads_it(
+    server: ConductorServer, worker: FakeToolCallingWorker
+) -> None:
+    worker.tool, worker.arguments = "Bash", json.dumps({"command": "ls"})
+    c = anthropic_client(server)
+    with c.messages.stream(
+        model="conductor",
+        max_tokens=512,
+        tools=ANTHROPIC_TOOLS,
+        messages=[{"role": "user", "content": "List the files here."}],
+    ) as stream:
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert final.stop_reason == "tool_use"
+    assert [(b.type, getattr(b, "input", None)) for b in final.content] == [
+        ("tool_use", {"command": "ls"})
+    ]
+
+
+def test_messages_counts_tokens_and_refuses_bad_input_in_anthropics_form(
+    server: ConductorServer,
+) -> None:
+    import anthropic
+
+    c = anthropic_client(server)
+    counted = c.messages.count_tokens(
+        model="conductor", messages=[{"role": "user", "content": "x" * 400}]
+    )
+    assert 100 <= counted.input_tokens <= 130
+    orphan = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nobody"}]}]
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        c.messages.create(model="conductor", max_tokens=10, messages=orphan)
+    assert bad.value.body["type"] == "error"
+    assert "messages[0].content[0].tool_use_id" in bad.value.body["error"]["message"]
+    with pytest.raises(anthropic.NotFoundError):
+        c.messages.create(
+            model="claude-nope", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
+        )
+
+
+def test_a_key_may_come_as_x_api_key(fast_config: Path, gguf_path: Path) -> None:
+    import anthropic
+
+    srv = ConductorServer(load_config(fast_config), port=0, key="sekrit")
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        ok = anthropic.Anthropic(base_url=srv.url, api_key="sekrit", max_retries=0)
+        assert ok.messages.count_tokens(
+            model="conductor", messages=[{"role": "user", "content": "hi"}]
+        )
+        wrong = anthropic.Anthropic(base_url=srv.url, api_key="wrong", max_retries=0)
+        with pytest.raises(anthropic.AuthenticationError):
+            wrong.messages.count_tokens(
+                model="conductor", messages=[{"role": "user", "content": "hi"}]
+            )
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_real_local_model_calls_the_tool_and_reads_its_result(
+    tmp_path: Path, gguf_path: Path, coder_pulled: Path
+) -> None:
+    """Qwen2.5-Coder-1.5B (the default team's coder) in llama.cpp as the agent's worker: its
+    tool call, read from its text, comes back as OpenAI's; the tool's result reaches it in its
+    chat template (bench/agent_tools.py: 12 of 16 such requests get a well-formed call)."""
+    config = tmp_path / "coder.toml"
+    config.write_text(
+        '[conductor]\nmax_steps = 1\n\n[[workers]]\nname = "coder"\n'
+        'model = "gguf:qwen2.5-coder-1.5b-instruct"\ndescription = "writes code"\n',
+        encoding="utf-8",
+    )
+    for srv in _serve(config):
+        c = client(srv)
+        ask = [{"role": "user", "content": "List the files in the current directory."}]
+        first = c.chat.completions.create(model="conductor", messages=ask, tools=TOOLS[:1])
+        assert first.choices[0].finish_reason == "tool_calls", first.choices[0].message
+        (call,) = first.choices[0].message.tool_calls
+        assert call.function.name == "exec_command"
+        assert "ls" in json.loads(call.function.arguments)["cmd"]
+        history = [
+            *ask,
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "main.py\nREADME.md"},
+        ]
+        second = c.chat.completions.create(model="conductor", messages=history, tools=TOOLS[:1])
+        assert second.choices[0].message.content or second.choices[0].message.tool_calls

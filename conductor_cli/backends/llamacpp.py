@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import faulthandler
+import json
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +29,11 @@ from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.backends.hardware import physical_cores
 from conductor_cli.backends.loop_guard import LoopGuard
 from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
+from conductor_cli.backends.tool_calls import (
+    parse_tool_calls,
+    template_calls_tools,
+    template_messages,
+)
 from conductor_cli.config.settings import ConductorSettings
 from conductor_cli.errors import ModelError, WorkerError
 
@@ -235,9 +241,48 @@ class LlamaCppBackend:
     def supports_grammar(self) -> bool:
         return True
 
+    @property
+    def supports_tools(self) -> bool:
+        """Whether its chat template writes tool calls (Qwen2.5's <tool_call> format): asked
+        of the answering step's worker, which is loaded for the step anyway."""
+        loaded = self._models.get(self.path, self.adapter)
+        return template_calls_tools(loaded.llama.metadata.get("tokenizer.chat_template"))
+
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
         loaded = self._models.get(self.path, self.adapter)
+        if request.tools is not None:
+            return loaded.call(lambda: self._with_tools(loaded, request, on_text))
         return loaded.call(lambda: self._complete(loaded, request, on_text))
+
+    def _with_tools(
+        self, loaded: _Loaded, request: Request, on_text: TextSink | None
+    ) -> Completion:
+        """An agent's step: the tools go to the chat template, the calls are read back from the
+        text (backends/tool_calls.py). Not streamed: a call is known only once it is whole, and
+        its markup must not reach the client as text; the text left is sent at the end."""
+        assert request.tools is not None
+        tools = json.loads(request.tools)
+        offered = [t["function"]["name"] for t in tools]
+        with loaded.lock:
+            if loaded.closed:
+                raise WorkerError(CLOSED)
+            try:
+                out = loaded.llama.create_chat_completion(
+                    messages=template_messages(request.messages),
+                    tools=tools,  # no tool_choice: llama-cpp-python would force one by grammar
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    repeat_penalty=request.repeat_penalty,
+                )
+            except ValueError as e:
+                raise WorkerError(f"{self.path.name}: {e}") from None
+        done = _from_response(out)
+        parsed = parse_tool_calls(done.text, offered)
+        if on_text is not None and parsed.text:
+            on_text(parsed.text)
+        finish = "tool_calls" if parsed.calls else done.finish_reason
+        return replace(done, text=parsed.text, tool_calls=parsed.calls, finish_reason=finish)
 
     def _complete(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
         kwargs: dict[str, Any] = {}

@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
+from urllib.parse import urlsplit
 
 from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
 from conductor_cli.config.settings import (
@@ -365,15 +366,29 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _allowed(self) -> bool:
         self.app.touch()
-        if self.server.authorized(self.headers.get("Authorization")):
+        # Anthropic's clients send the key as x-api-key (Claude Code: ANTHROPIC_API_KEY).
+        key = self.headers.get("x-api-key")
+        given = self.headers.get("Authorization") or (f"Bearer {key}" if key else None)
+        if self.server.authorized(given):
             return True
         self._error(
             HTTPStatus.UNAUTHORIZED, "a valid bearer key is required", "authentication_error"
         )
         return False
 
+    def _route(self) -> str:
+        """The request's path, without its query (Claude Code adds `?beta=true`)."""
+        return urlsplit(self.path).path.rstrip("/")
+
     def do_GET(self) -> None:
         self._answer(self._get)
+
+    def do_HEAD(self) -> None:
+        """A client's reachability probe (Claude Code sends HEAD /): the headers alone."""
+        self.app.touch()
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def do_POST(self) -> None:
         self._answer(self._post)
@@ -381,7 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _get(self) -> None:
         if not self._allowed():
             return
-        path = self.path.rstrip("/")
+        path = self._route()
         if path == "/v1/models":
             self._send_json(HTTPStatus.OK, models_list(trained_names()))
         elif path == STATUS_PATH:
@@ -392,11 +407,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _post(self) -> None:
         if not self._allowed():
             return
-        path = self.path.rstrip("/")
+        path = self._route()
         if path == "/v1/chat/completions":
             self._chat()
         elif path == "/v1/responses":
             self._responses()
+        elif path in ("/v1/messages", "/v1/messages/count_tokens"):
+            self._messages(path.endswith("count_tokens"))
         elif path == RUNS_PATH:
             self._cli_run()
         elif path == STOP_PATH:
@@ -463,6 +480,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(e)
             return
         responses_api.answer(self, body)
+
+    # --- Anthropic's Messages API (server/messages_api.py) -----------------------------------
+
+    def _messages(self, count: bool) -> None:
+        from conductor_cli.server import messages_api
+
+        try:
+            body = self._read_json()
+        except BadRequest as e:
+            messages_api._refuse(self, e)
+            return
+        if count:
+            messages_api.tokens(self, body)
+        else:
+            messages_api.answer(self, body)
 
     # --- OpenAI's chat completions ----------------------------------------------------------
 

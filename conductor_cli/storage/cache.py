@@ -24,6 +24,7 @@ from conductor_cli.backends.base import (
     calls_tools,
     message_text,
 )
+from conductor_cli.backends.tool_calls import PARSE_VERSION
 from conductor_cli.run.budget import Budget, Pricing
 from conductor_cli.storage import paths
 
@@ -57,6 +58,7 @@ def request_key(fingerprint: str, request: Request) -> str:
     if request.tools is not None:
         canonical["tools"] = request.tools
         canonical["tool_choice"] = request.tool_choice
+        canonical["tool_parse"] = PARSE_VERSION
     blob = json.dumps(canonical, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

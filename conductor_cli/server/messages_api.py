@@ -1,0 +1,208 @@
+"""`POST /v1/messages` and `/v1/messages/count_tokens` (Anthropic's Messages API, what Claude
+Code speaks with ANTHROPIC_BASE_URL), plain and streamed, over the one run path
+(server/agent_runs.py). Errors come in Anthropic's form. The stream sends `message_start` at
+once and `ping` while the conductor plans."""
+
+from __future__ import annotations
+
+import threading
+from http import HTTPStatus
+from typing import Any
+
+from conductor_cli.api import RunResult
+from conductor_cli.errors import ConductorError
+from conductor_cli.run.events import PlanReady, StepFinished, StepToken
+from conductor_cli.server.agent_runs import config_for, log_plan, plan_line, run_turn
+from conductor_cli.server.messages_shapes import (
+    MessagesRequest,
+    content_blocks,
+    count_tokens,
+    error_body,
+    message,
+    new_id,
+    parse_messages,
+    sse,
+    stop_reason,
+    tool_input,
+    usage,
+)
+from conductor_cli.server.openai_shapes import BadRequest
+
+HEARTBEAT_S = 5.0
+API = "messages"
+# `handler` below: server/http_api's request handler (its wfile, _send_json, _take_slot, ...).
+
+
+def _refuse(handler: Any, e: BadRequest) -> None:
+    kind = "not_found_error" if e.status == HTTPStatus.NOT_FOUND else "invalid_request_error"
+    close = None if handler._body_read else {"Connection": "close"}
+    handler._send_json(e.status, error_body(str(e), kind), close)
+
+
+def tokens(handler: Any, body: Any) -> None:
+    try:
+        handler._send_json(HTTPStatus.OK, count_tokens(body))
+    except BadRequest as e:
+        _refuse(handler, e)
+
+
+def answer(handler: Any, body: Any) -> None:
+    try:
+        request = parse_messages(body)
+        config_for(handler.app.config, request.model)  # 404 before any run
+    except BadRequest as e:
+        _refuse(handler, e)
+        return
+    if not handler.app.slots.acquire(blocking=False):
+        handler._send_json(
+            HTTPStatus.TOO_MANY_REQUESTS,
+            error_body(f"{handler.app.max_runs} runs are under way", "rate_limit_error"),
+            {"Retry-After": "1"},
+        )
+        return
+    try:
+        for kind in request.tool_types if request.agent is not None else ():
+            handler.app.tool_loops.note_once(
+                f"tool-type:{kind}",
+                f"{API}: server tools of type {kind!r} cannot run here; the workers are offered "
+                "only the client's tools",
+            )
+        if request.stream:
+            _Stream(handler, request).run()
+        else:
+            _complete(handler, request)
+    finally:
+        handler.app.slots.release()
+
+
+def _run(handler: Any, request: MessagesRequest, on_event: Any) -> RunResult:
+    with handler._watched() as cancel:
+        result = run_turn(
+            handler.app,
+            lambda config: config_for(config, request.model),
+            request.question,
+            request.attachments,
+            request.agent,
+            on_event,
+            cancel,
+            stream=on_event is not None,
+        )
+    log_plan(result, API)
+    return result
+
+
+def _complete(handler: Any, request: MessagesRequest) -> None:
+    try:
+        result = _run(handler, request, None)
+    except ConductorError as e:
+        handler._send_json(HTTPStatus.BAD_GATEWAY, error_body(str(e), "api_error"))
+        return
+    except KeyboardInterrupt:
+        return
+    blocks = content_blocks(result.answer, result.tool_calls)
+    body = message(new_id(), request.model, blocks, result.totals(), stop_reason(blocks))
+    trace = result.trace_path.stem if result.trace_path else ""
+    body["conductor_trace"] = trace or None
+    handler._send_json(
+        HTTPStatus.OK, body, {"x-conductor-trace": trace, "x-conductor-plan": plan_line(result)}
+    )
+
+
+class _Stream:
+    def __init__(self, handler: Any, request: MessagesRequest) -> None:
+        self.handler = handler
+        self.request = request
+        self.lock = threading.Lock()
+        self.started = threading.Event()
+        self.final = -1
+        self.text_open = False
+        self.text = ""
+        self.blocks = 0
+
+    def send(self, event: dict[str, Any]) -> None:
+        with self.lock:
+            self.handler.wfile.write(sse(event))
+            self.handler.wfile.flush()
+
+    def _heartbeat(self) -> None:
+        while not self.started.wait(HEARTBEAT_S):
+            try:
+                self.send({"type": "ping"})
+            except OSError:
+                return
+
+    def _delta(self, piece: str) -> None:
+        if not piece:
+            return
+        self.started.set()
+        if not self.text_open:
+            self.text_open = True
+            block = {"type": "text", "text": ""}
+            self.send({"type": "content_block_start", "index": 0, "content_block": block})
+            self.blocks = 1
+        self.text += piece
+        delta = {"type": "text_delta", "text": piece}
+        self.send({"type": "content_block_delta", "index": 0, "delta": delta})
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, PlanReady):
+            self.final = len(event.workflow.steps) - 1
+        elif isinstance(event, StepToken) and event.index == self.final:
+            self._delta(event.text)
+        elif isinstance(event, StepFinished) and event.index == self.final:
+            out = event.output
+            self._delta(out[len(self.text) :] if out.startswith(self.text) else "")
+
+    def run(self) -> None:
+        h = self.handler
+        h.send_response(HTTPStatus.OK)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Cache-Control", "no-cache")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.close_connection = True
+        start = message(new_id(), self.request.model, [], None, None)
+        self.send({"type": "message_start", "message": start})
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+        try:
+            result = _run(h, self.request, self.on_event)
+        except ConductorError as e:
+            self.send(error_body(str(e), "api_error"))
+            return
+        except KeyboardInterrupt:
+            return
+        finally:
+            self.started.set()
+        self._finish(result)
+
+    def _finish(self, result: RunResult) -> None:
+        blocks = content_blocks(result.answer, result.tool_calls)
+        said = blocks[0]["text"] if blocks and blocks[0]["type"] == "text" else ""
+        # Text the stream has not carried yet (a note on a call that could not be passed on).
+        if said.startswith(self.text) and said != self.text:
+            self._delta(said[len(self.text) :])
+        passed = [c for c in result.tool_calls if tool_input(c) is not None]
+        if not self.text_open and not passed:  # an empty answer is still one text block
+            block = {"type": "text", "text": ""}
+            self.send({"type": "content_block_start", "index": 0, "content_block": block})
+            self.text_open, self.blocks = True, 1
+        if self.text_open:
+            self.send({"type": "content_block_stop", "index": 0})
+        index = self.blocks
+        for call in passed:
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            self.send({"type": "content_block_start", "index": index, "content_block": block})
+            delta = {"type": "input_json_delta", "partial_json": call.arguments}
+            self.send({"type": "content_block_delta", "index": index, "delta": delta})
+            self.send({"type": "content_block_stop", "index": index})
+            index += 1
+        reason = stop_reason(blocks)
+        self.send(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": None},
+                "usage": usage(result.totals()),
+                "conductor_trace": result.trace_path.stem if result.trace_path else None,
+            }
+        )
+        self.send({"type": "message_stop"})
