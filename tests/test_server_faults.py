@@ -303,3 +303,19 @@ def test_a_fault_in_a_route_is_a_500_in_openais_form(
     error = _error_of(answer.status, answer.read())
     assert answer.status == 500 and error["type"] == "server_error"
     assert "injected fault" in error["message"]
+
+
+def test_a_client_that_stops_sending_is_let_go(
+    server: ConductorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request cut off in its headers (slowloris) does not hold a thread for ever: the
+    connection closes after the read timeout; the server keeps answering others."""
+    monkeypatch.setattr(http_api._Handler, "timeout", 1.0)
+    host, port = server.server_address[:2]
+    stalled = socket.create_connection((host, port), timeout=10)
+    stalled.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+    assert stalled.recv(1024) == b""  # closed by the server (else recv times out: an error)
+    stalled.close()
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn.request("GET", "/v1/models")
+    assert conn.getresponse().status == 200

@@ -62,6 +62,7 @@ MAX_JSON_DEPTH = 100
 # the client still sends: closing with unread data sends a reset, which can reach the client
 # before the answer it should read (Apache's "lingering close").
 LINGER_S = 2.0
+READ_TIMEOUT_S = 60.0
 
 
 class _Listener:
@@ -232,6 +233,9 @@ def watch_hangup(conn: socket.socket, cancel: threading.Event, done: threading.E
 class _Handler(BaseHTTPRequestHandler):
     server: ConductorServer | LocalSocketServer
     protocol_version = "HTTP/1.1"
+    # Each read and write on the connection: a client that stops sending in the middle of a
+    # request, or leaves a kept-alive connection idle, is let go instead of holding a thread.
+    timeout = READ_TIMEOUT_S
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the server's own notes
