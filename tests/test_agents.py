@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -203,8 +204,15 @@ CODEX_INPUT = [
 
 
 def test_responses_a_tool_round_trip_streamed_as_codex_reads_it(
-    server: ConductorServer, worker: FakeToolCallingWorker, isolated_home: Path
+    server: ConductorServer,
+    worker: FakeToolCallingWorker,
+    isolated_home: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from conductor_cli.server import responses_api
+
+    # While the conductor plans, in_progress events keep a client's idle timeout from firing.
+    monkeypatch.setattr(responses_api, "HEARTBEAT_S", 0.05)
     c = client(server)
     events = list(
         c.responses.create(
@@ -215,6 +223,8 @@ def test_responses_a_tool_round_trip_streamed_as_codex_reads_it(
     assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert kinds.index("response.output_item.added") < kinds.index("response.output_item.done")
+    first_output = kinds.index("response.output_item.added")
+    assert kinds[:first_output].count("response.in_progress") >= 3, kinds
     done = events[-1].response
     (call,) = [item for item in done.output if item.type == "function_call"]
     assert call.name == "exec_command" and json.loads(call.arguments) == {"cmd": "echo hi"}
@@ -339,8 +349,11 @@ def test_messages_a_tool_round_trip_plain_and_streamed(
 
 
 def test_messages_streams_a_tool_call_as_claude_code_reads_it(
-    server: ConductorServer, worker: FakeToolCallingWorker
+    server: ConductorServer, worker: FakeToolCallingWorker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from conductor_cli.server import messages_api
+
+    monkeypatch.setattr(messages_api, "HEARTBEAT_S", 0.05)  # pings while the conductor plans
     worker.tool, worker.arguments = "Bash", json.dumps({"command": "ls"})
     c = anthropic_client(server)
     with c.messages.stream(
@@ -352,6 +365,24 @@ def test_messages_streams_a_tool_call_as_claude_code_reads_it(
         kinds = [event.type for event in stream]
         final = stream.get_final_message()
     assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    # The SDK drops pings; on the wire they come before the first block.
+    body = json.dumps(
+        {
+            "model": "conductor",
+            "max_tokens": 64,
+            "stream": True,
+            "messages": [{"role": "user", "content": "Name a colour."}],
+        }
+    )
+    request = urllib.request.Request(
+        f"{server.url}/v1/messages", body.encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        wire = reply.read().decode()
+    events = [
+        line.removeprefix("event: ") for line in wire.splitlines() if line.startswith("event: ")
+    ]
+    assert events[: events.index("content_block_start")].count("ping") >= 3, events
     assert final.stop_reason == "tool_use"
     assert [(b.type, getattr(b, "input", None)) for b in final.content] == [
         ("tool_use", {"command": "ls"})
