@@ -84,6 +84,16 @@ def run_turn(
     return result
 
 
+def note_tool_types(app: ServerApp, types: Sequence[str], api: str) -> None:
+    """Tools of types the server cannot run (a provider's built-ins), said once each."""
+    for kind in types:
+        app.tool_loops.note_once(
+            f"tool-type:{kind}",
+            f"{api}: tools of type {kind!r} cannot run here; the workers are offered only the "
+            "client's function tools",
+        )
+
+
 def plan_line(result: RunResult) -> str:
     """The run's team in one line of JSON (ASCII: it goes in a header): each step's worker,
     task and the steps it saw, as a client that shows no tree may still show."""

@@ -1,5 +1,6 @@
-"""The OpenAI-compatible HTTP API over one long-lived Runtime (standard library server: the
-client side and start-up never import a web framework)."""
+"""The listeners over one long-lived Runtime and their routes: OpenAI's chat completions and
+Responses API, Anthropic's Messages API (each in its own module), models, and the CLI's run
+stream (standard library server: the client side and start-up never import a web framework)."""
 
 from __future__ import annotations
 
@@ -27,29 +28,19 @@ from conductor_cli.config.settings import (
     restrict_workers,
     with_conductor,
 )
-from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_USAGE, ConductorError, is_interrupt
+from conductor_cli.errors import EXIT_INTERRUPTED, ConductorError, is_interrupt
 from conductor_cli.run.events import (
-    PlanReady,
-    StepFinished,
-    StepToken,
     Subscriber,
     event_to_dict,
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import parse_workflow
-from conductor_cli.server.agent_runs import config_for, log_plan, plan_line, run_turn, trained_names
+from conductor_cli.server.agent_runs import trained_names
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.openai_shapes import (
     BadRequest,
-    ChatRequest,
-    chunk,
-    completion,
-    completion_id,
     error_body,
     models_list,
-    parse_chat,
-    tool_call_deltas,
-    usage,
 )
 from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 from conductor_cli.storage.cache import CacheMode
@@ -413,9 +404,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = self._route()
         if path == "/v1/chat/completions":
-            self._chat()
+            from conductor_cli.server import chat_api
+
+            self._api(chat_api.answer)
         elif path == "/v1/responses":
-            self._responses()
+            from conductor_cli.server import responses_api
+
+            self._api(responses_api.answer)
         elif path in ("/v1/messages", "/v1/messages/count_tokens"):
             self._messages(path.endswith("count_tokens"))
         elif path == RUNS_PATH:
@@ -473,17 +468,15 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.app.slots.release()
 
-    # --- OpenAI's Responses API (server/responses_api.py) ------------------------------------
+    # --- OpenAI's APIs: chat completions (server/chat_api.py), responses (responses_api.py) ---
 
-    def _responses(self) -> None:
-        from conductor_cli.server import responses_api
-
+    def _api(self, answer: Callable[[Any, Any], None]) -> None:
         try:
             body = self._read_json()
         except BadRequest as e:
             self._refuse(e)
             return
-        responses_api.answer(self, body)
+        answer(self, body)
 
     # --- Anthropic's Messages API (server/messages_api.py) -----------------------------------
 
@@ -499,120 +492,6 @@ class _Handler(BaseHTTPRequestHandler):
             messages_api.tokens(self, body)
         else:
             messages_api.answer(self, body)
-
-    # --- OpenAI's chat completions ----------------------------------------------------------
-
-    def _chat(self) -> None:
-        try:
-            request = parse_chat(self._read_json())
-            config_for(self.app.config, request.model)  # 404 before any run
-        except BadRequest as e:
-            self._refuse(e)
-            return
-        if not self._take_slot():
-            return
-        try:
-            if request.stream:
-                self._stream(request)
-            else:
-                self._complete(request)
-        finally:
-            self.app.slots.release()
-
-    def _run(self, request: ChatRequest, on_event: Any, stream: bool) -> RunResult:
-        if request.agent is not None:
-            self._note_tool_types(request.tool_types, "chat completions")
-        with self._watched() as cancel:
-            result = run_turn(
-                self.app,
-                lambda config: config_for(config, request.model),
-                request.question,
-                request.attachments,
-                request.agent,
-                on_event,
-                cancel,
-                stream=stream,
-                seed=request.seed,
-            )
-        log_plan(result, "chat completions")
-        return result
-
-    def _note_tool_types(self, types: tuple[str, ...], api: str) -> None:
-        for kind in types:
-            self.app.tool_loops.note_once(
-                f"tool-type:{kind}",
-                f"{api}: tools of type {kind!r} cannot run here; the workers are offered only "
-                "the function tools",
-            )
-
-    def _complete(self, request: ChatRequest) -> None:
-        try:
-            result = self._run(request, None, stream=False)
-        except BadRequest as e:
-            self._refuse(e)
-            return
-        except ConductorError as e:
-            status = HTTPStatus.BAD_REQUEST if e.exit_code == EXIT_USAGE else HTTPStatus.BAD_GATEWAY
-            self._error(status, str(e), "conductor_error")
-            return
-        except KeyboardInterrupt:
-            return  # the client left (or the server stops): nobody to answer
-        trace = result.trace_path.stem if result.trace_path else None
-        calls = result.tool_calls
-        body = completion(request.model, result.answer, result.totals(), trace, calls)
-        headers = {"x-conductor-trace": trace or "", "x-conductor-plan": plan_line(result)}
-        self._send_json(HTTPStatus.OK, body, headers)
-
-    def _stream(self, request: ChatRequest) -> None:
-        """Server-sent events: the final step's text as it is generated, then usage."""
-        self.send_response(HTTPStatus.OK)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        cid = completion_id()
-        lock = threading.Lock()  # steps report from their own threads
-        final = [-1]
-        sent = [""]
-
-        def send(body: dict) -> None:
-            self.wfile.write(f"data: {json.dumps(body)}\n\n".encode())
-            self.wfile.flush()
-
-        def on_event(event: object) -> None:
-            with lock:
-                if isinstance(event, PlanReady):
-                    final[0] = len(event.workflow.steps) - 1
-                    send(chunk(cid, request.model, {"role": "assistant", "content": ""}))
-                elif isinstance(event, StepToken) and event.index == final[0]:
-                    sent[0] += event.text
-                    send(chunk(cid, request.model, {"content": event.text}))
-                elif isinstance(event, StepFinished) and event.index == final[0]:
-                    # A cached or non-streaming step reports its text only here.
-                    rest = event.output[len(sent[0]) :] if event.output.startswith(sent[0]) else ""
-                    if rest:
-                        sent[0] += rest
-                        send(chunk(cid, request.model, {"content": rest}))
-
-        try:
-            result = self._run(request, on_event, stream=True)
-        except (ConductorError, BadRequest) as e:
-            send(error_body(str(e), "conductor_error"))
-            self.wfile.write(b"data: [DONE]\n\n")
-            return
-        except KeyboardInterrupt:
-            return  # the client left (or the server stops)
-        with lock:
-            for delta in tool_call_deltas(result.tool_calls):
-                send(chunk(cid, request.model, delta))
-            end = chunk(cid, request.model, {}, "tool_calls" if result.tool_calls else "stop")
-            end["usage"] = usage(result.totals())
-            end["conductor_plan"] = json.loads(plan_line(result))
-            end["conductor_trace"] = result.trace_path.stem if result.trace_path else None
-            send(end)
-            self.wfile.write(b"data: [DONE]\n\n")
-            self.wfile.flush()
 
 
 def _is_length(text: str | None) -> bool:

@@ -12,7 +12,13 @@ from typing import Any
 from conductor_cli.api import RunResult
 from conductor_cli.errors import ConductorError
 from conductor_cli.run.events import PlanReady, StepFinished, StepToken
-from conductor_cli.server.agent_runs import config_for, log_plan, plan_line, run_turn
+from conductor_cli.server.agent_runs import (
+    config_for,
+    log_plan,
+    note_tool_types,
+    plan_line,
+    run_turn,
+)
 from conductor_cli.server.openai_shapes import BadRequest
 from conductor_cli.server.responses_shapes import (
     ResponsesRequest,
@@ -40,12 +46,8 @@ def answer(handler: Any, body: Any) -> None:
     if not handler._take_slot():
         return
     try:
-        for kind in request.tool_types if request.agent is not None else ():
-            handler.app.tool_loops.note_once(
-                f"tool-type:{kind}",
-                f"{API}: tools of type {kind!r} cannot run here; the workers are offered only "
-                "the function tools",
-            )
+        if request.agent is not None:
+            note_tool_types(handler.app, request.tool_types, API)
         if request.stream:
             _Stream(handler, request).run()
         else:
