@@ -132,9 +132,9 @@ def measured_shapes(train_file: Path, env: dict) -> dict[str, dict[str, tuple[fl
     os.environ.update(env)
     from conductor_cli.config.settings import load_config
     from conductor_cli.evals.datasets import load_mixed
+    from conductor_cli.policy.registry import worker_fingerprint
+    from conductor_cli.policy.shapes import enumerate_shapes, join_shapes
     from conductor_cli.train import measured
-    from conductor_cli.train.registry import worker_fingerprint
-    from conductor_cli.train.shapes import enumerate_shapes, join_shapes
 
     config = load_config()
     prints = {w.name: worker_fingerprint(w) for w in config.workers}
@@ -168,9 +168,9 @@ def best_held_out(
     from conductor_cli.config.settings import load_config
     from conductor_cli.evals.datasets import load_mixed
     from conductor_cli.evals.scoring import score
+    from conductor_cli.policy.shapes import enumerate_shapes, join_shapes
     from conductor_cli.runtime import Runtime
     from conductor_cli.sandbox import Sandbox
-    from conductor_cli.train.shapes import enumerate_shapes, join_shapes
 
     by_label = {s.label: s for s in [*enumerate_shapes(WORKERS), *join_shapes(WORKERS)]}
     in_training = measured_shapes(train_file, env)

@@ -201,7 +201,7 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
 
 def _trained_conductor(config: Any) -> list[Check]:
     """A trained conductor learned one pool: warn when the configured pool is another."""
-    from conductor_cli.train.registry import find, pool_fingerprint
+    from conductor_cli.policy.registry import find, pool_fingerprint
 
     try:
         trained = find(config.conductor.model)

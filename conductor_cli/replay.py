@@ -30,7 +30,7 @@ from conductor_cli.storage.cache import CacheMode
 
 if TYPE_CHECKING:
     from conductor_cli.runtime import Runtime
-    from conductor_cli.server.wire import RunRequest
+    from conductor_cli.wire import RunRequest
 
 
 def trace_workflow(record: dict[str, Any], path: Any = None) -> Workflow | None:
@@ -147,7 +147,7 @@ def live_request(
 ) -> RunRequest:
     """`replay --live` as a request to a server: the recorded workflow, every worker called
     again (the cache refreshed), the recorded seed."""
-    from conductor_cli.server.wire import Overrides, RunRequest
+    from conductor_cli.wire import Overrides, RunRequest
 
     workflow = trace_workflow(record)
     if workflow is None:

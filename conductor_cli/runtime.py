@@ -23,16 +23,17 @@ from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.errors import ConductorError
 from conductor_cli.models.catalog import Catalog, load_catalog
+from conductor_cli.policy.conductor import conductor_backend, conductor_base
 from conductor_cli.run.budget import Budget, Pricing
 from conductor_cli.run.planner import ShapeChooser
 from conductor_cli.run.pool import (
     Pool,
     Worker,
     build_pool,
-    conductor_backend,
     missing_catalog_models,
     uses_litellm,
 )
+from conductor_cli.storage import paths
 from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 
 Lookup = Callable[[str], list[float] | None]
@@ -181,11 +182,9 @@ class Runtime:
     def clear_caches(self) -> tuple[int, int, int]:
         """`cache clear`: (cached responses, saved prompt states, converted training bases)
         removed."""
-        from conductor_cli.train import base_copy  # storage paths only: no torch import
-
         with self._any_cache() as cache:
             removed = cache.clear()
-        return removed, PrefixStateStore.default().clear(), base_copy.clear()
+        return removed, PrefixStateStore.default().clear(), paths.clear_torch_bases()
 
     # --- pools ----------------------------------------------------------------------------
 
@@ -249,8 +248,8 @@ class Runtime:
 
     def chooser(self, config: Config | None = None) -> ShapeChooser | None:
         """The trained part of a trained conductor (conductor.model names one), else None."""
-        from conductor_cli.train.registry import find
-        from conductor_cli.train.registry import worker_fingerprint as registry_fp
+        from conductor_cli.policy.registry import find
+        from conductor_cli.policy.registry import worker_fingerprint as registry_fp
 
         config = config or self.config
         trained = find(config.conductor.model)
@@ -260,7 +259,7 @@ class Runtime:
         names = tuple(f"{w.name}={registry_fp(w)}" for w in config.workers)
 
         def load() -> ShapeChooser:
-            from conductor_cli.train.chooser import HeadChooser
+            from conductor_cli.policy.chooser import HeadChooser
 
             base = conductor_backend(config, self.catalog, self.models, self.litellm)
             assert isinstance(base, LlamaCppBackend)
@@ -297,7 +296,7 @@ class Runtime:
 def pull_models_for(config: Config, catalog: Catalog, *, conductor: bool = True) -> list[str]:
     """`Runtime.pull_missing` for entry points that check models before making a runtime
     (train, eval): the names of the catalog models downloaded."""
-    missing = missing_catalog_models(config, catalog, conductor=conductor)
+    missing = missing_catalog_models(config, catalog, conductor_base(config) if conductor else None)
     if missing:
         from conductor_cli.models import fetch
 

@@ -100,13 +100,72 @@ def test_the_catalog_knows_nothing_of_downloading() -> None:
     assert "conductor_cli.models.fetch" not in import_graph()["conductor_cli.models.catalog"]
 
 
-def test_lower_layers_never_import_the_cli_or_the_root() -> None:
-    """Data flows one way: nothing below the composition root reaches back up to it."""
-    upper = {"conductor_cli.api", "conductor_cli.runtime", "conductor_cli.replay"}
-    for module, deps in import_graph().items():
-        layer = module.split(".")[1] if "." in module else ""
-        if layer in {"run", "storage", "models", "config", "backends"}:
-            assert not {d for d in deps if d in upper or d.startswith("conductor_cli.cli")}, module
+# The layers of docs/architecture.md, lowest first: a module imports only modules of its own
+# layer or below, lazy imports (inside functions) included. A prefix names a package or module;
+# the longest prefix that matches places a module.
+# The package's own __init__ ("") hands its public names on lazily (by name, not by import) and
+# holds the version: it sits at the bottom.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("", "errors", "waiting", "wire", "storage.paths", "sandbox"),
+    ("models.spec",),
+    ("config",),
+    ("models",),
+    ("backends",),
+    ("tools",),
+    ("run",),
+    ("storage",),
+    ("policy",),
+    ("runtime",),
+    ("api",),
+    ("replay", "doctor"),
+    ("evals", "server"),
+    ("train",),
+    ("mcp_server",),
+    ("cli", "__main__"),
+)
+
+
+def layer_of(module: str) -> int:
+    name = module.removeprefix("conductor_cli").removeprefix(".")
+    best, depth = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            hit = name == prefix or name.startswith(prefix + ".")
+            if hit and len(prefix) > depth:
+                best, depth = i, len(prefix)
+    return best
+
+
+def layer_breaks(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} -> {dep}"
+        for module, deps in graph.items()
+        for dep in deps
+        if layer_of(dep) > layer_of(module)
+    )
+
+
+def test_every_module_imports_only_its_layer_or_below() -> None:
+    """Data flows one way (docs/architecture.md): nothing reaches back up; the training package
+    is imported only by the CLI."""
+    graph = import_graph()
+    assert all(layer_of(m) >= 0 for m in graph)
+    assert layer_breaks(graph) == []
+    users = {
+        m for m, deps in graph.items() if any(d.startswith("conductor_cli.train") for d in deps)
+    }
+    assert {
+        m for m in users if not m.startswith(("conductor_cli.train", "conductor_cli.cli"))
+    } == set()
+
+
+def test_the_layer_check_finds_a_planted_climb() -> None:
+    graph = import_graph()
+    graph["conductor_cli.run.engine"] = {
+        *graph["conductor_cli.run.engine"],
+        "conductor_cli.runtime",
+    }
+    assert "conductor_cli.run.engine -> conductor_cli.runtime" in layer_breaks(graph)
 
 
 def test_every_public_name_resolves() -> None:

@@ -14,8 +14,8 @@ import pytest
 
 from conductor_cli.config.settings import load_config
 from conductor_cli.errors import ConfigError
-from conductor_cli.server.wire import RunRequest
 from conductor_cli.storage.trace import load_trace, traces_dir
+from conductor_cli.wire import RunRequest
 
 from .conftest import assert_one_line_error, run_cli
 

@@ -25,7 +25,7 @@ from conductor_cli.server import app as app_module
 from conductor_cli.server import http_api
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.http_api import ConductorServer, LocalSocketServer
-from conductor_cli.server.wire import RUNS_PATH
+from conductor_cli.wire import RUNS_PATH
 
 from .fake_backend import FakeBackend, fake_worker
 

@@ -9,18 +9,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from conductor_cli.train.head import fit_pca, project
+from conductor_cli.policy.head import project
+from conductor_cli.policy.shapes import Shape
+from conductor_cli.policy.step_head import StepHead, plan, shape_of
+from conductor_cli.train.head import fit_pca
 from conductor_cli.train.head_method import candidate_shapes, resolve_policy
-from conductor_cli.train.shapes import Shape
-from conductor_cli.train.step_head import (
-    ShapeIndex,
-    StepHead,
-    beyond_drafts,
-    fit_steps,
-    plan,
-    regress,
-    shape_of,
-)
+from conductor_cli.train.step_head import ShapeIndex, beyond_drafts, fit_steps, regress
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
@@ -141,7 +135,7 @@ def test_the_regressions_keep_the_level_and_survive_questions_all_alike() -> Non
 
 def test_either_head_loads_from_one_reader_and_a_bad_file_is_one_line(tmp_path) -> None:
     from conductor_cli.errors import ModelError
-    from conductor_cli.train.chooser import load_head
+    from conductor_cli.policy.chooser import load_head
 
     workers = ("w0", "w1")
     shapes = candidate_shapes(list(workers), 3, "adaptive", "steps")

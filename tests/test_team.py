@@ -23,9 +23,9 @@ from conductor_cli.config.settings import (
     restrict_workers,
 )
 from conductor_cli.config.starter import PRESETS
+from conductor_cli.policy import registry
+from conductor_cli.policy.shapes import ANSWER_TASK
 from conductor_cli.tools.versions import VERSIONS
-from conductor_cli.train import registry
-from conductor_cli.train.shapes import ANSWER_TASK
 
 from .conftest import assert_one_line_error, run_cli
 

@@ -26,17 +26,17 @@ from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import load_config
 from conductor_cli.evals.datasets import load_qa
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.head import Head
+from conductor_cli.policy.registry import conductors_dir
+from conductor_cli.policy.shapes import ANSWER_TASK, CHECK_TASK, enumerate_shapes, shape_grammar
 from conductor_cli.run.planner import WorkerInfo, plan_messages
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
 from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
-from conductor_cli.train.features import PromptFeatures
-from conductor_cli.train.head import Head
 from conductor_cli.train.measured import store_path
-from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.reward import reward
 from conductor_cli.train.session import split
-from conductor_cli.train.shapes import ANSWER_TASK, CHECK_TASK, enumerate_shapes, shape_grammar
 
 from .conftest import assert_one_line_error, run_cli, start_cli
 from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions

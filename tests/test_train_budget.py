@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conductor_cli.policy.registry import conductors_dir
+from conductor_cli.policy.shapes import enumerate_shapes
 from conductor_cli.train.explore import Observations, neighbours, next_batch
-from conductor_cli.train.registry import conductors_dir
-from conductor_cli.train.shapes import enumerate_shapes
 from conductor_cli.train.spend import new_calls, step_keys
 
 from .conftest import assert_one_line_error, run_cli

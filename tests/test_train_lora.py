@@ -19,11 +19,11 @@ import pytest
 pytest.importorskip("torch", reason="the LoRA methods need the train extra")
 
 from conductor_cli.errors import InputError
+from conductor_cli.policy.registry import conductors_dir
 from conductor_cli.train import adapter_gguf, base_copy
 from conductor_cli.train.export_check import PROMPTS, check_export
 from conductor_cli.train.lora_method import Sample, minibatches, select_experts
 from conductor_cli.train.policy import Policy, pick_device
-from conductor_cli.train.registry import conductors_dir
 from conductor_cli.train.routing import routing_mask
 
 from .conftest import assert_one_line_error, run_cli, start_cli

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.config.settings import load_config
+from conductor_cli.policy.registry import conductors_dir
+from conductor_cli.policy.shapes import ANSWER_TASK
 from conductor_cli.run.planner import replan_messages, worker_infos
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.runtime import Runtime
-from conductor_cli.train.registry import conductors_dir
-from conductor_cli.train.shapes import ANSWER_TASK
 
 from .conftest import assert_one_line_error, run_cli
 from .simulated_pool import ROUND_ANSWER, SimulatedPool, make_questions

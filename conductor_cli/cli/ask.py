@@ -177,7 +177,7 @@ def ask(
         with_conductor,
     )
     from conductor_cli.errors import InputError
-    from conductor_cli.server.wire import Overrides
+    from conductor_cli.wire import Overrides
 
     if not question.strip():
         raise InputError('the question is empty; ask something, e.g. conductor ask "..."')
@@ -236,7 +236,7 @@ def _request(
     overrides: Any = None,
     workflow: Any = None,
 ) -> Any:
-    from conductor_cli.server.wire import Overrides, RunRequest
+    from conductor_cli.wire import Overrides, RunRequest
 
     return RunRequest(
         question,

@@ -33,7 +33,7 @@ def list_models(
     """List the catalog's models, which are downloaded, and their sizes, and the conductors
     trained with `conductor train`."""
     from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.train.registry import list_trained
+    from conductor_cli.policy.registry import list_trained
 
     catalog = load_catalog()
     rows = []
@@ -148,7 +148,7 @@ def info(
     from conductor_cli.errors import ModelError
     from conductor_cli.models.catalog import load_catalog
     from conductor_cli.models.gguf import read_gguf
-    from conductor_cli.train.registry import find
+    from conductor_cli.policy.registry import find
 
     trained = find(model)
     if trained is not None:

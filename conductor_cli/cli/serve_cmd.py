@@ -64,7 +64,7 @@ def serve(
     from conductor_cli.config.settings import load_config
 
     cfg = load_config(path)  # a broken config fails here, not in a background process
-    from conductor_cli.train.registry import pool_note
+    from conductor_cli.policy.registry import pool_note
 
     note = pool_note(cfg)
     if note is not None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from conductor_cli.cli.present import watching
 from conductor_cli.errors import ConductorError
 from conductor_cli.server.client import Endpoint, RemoteResult, ServerGone
-from conductor_cli.server.wire import RunRequest
+from conductor_cli.wire import RunRequest
 
 if TYPE_CHECKING:
     from conductor_cli.config.settings import ServerSettings
@@ -77,13 +77,9 @@ def pull_first(cfg: Any, *, conductor: bool) -> None:
     """Download missing catalog models here, where the progress bar shows, before the server
     would fetch them silently."""
     from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.run.pool import missing_catalog_models
+    from conductor_cli.runtime import pull_models_for
 
-    missing = missing_catalog_models(cfg, load_catalog(), conductor=conductor)
-    if missing:
-        from conductor_cli.models import fetch
-
-        fetch.pull_missing(missing)
+    pull_models_for(cfg, load_catalog(), conductor=conductor)
 
 
 def run(

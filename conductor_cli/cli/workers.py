@@ -85,7 +85,7 @@ def add(
     _save_raw(path, raw)
     typer.echo(f"added {name} to {path}")
     from conductor_cli.config.settings import load_config
-    from conductor_cli.train.registry import pool_note
+    from conductor_cli.policy.registry import pool_note
 
     # The embedded default's trained conductor plans only the team it was trained for.
     if (note := pool_note(load_config(path))) is not None:

@@ -57,7 +57,7 @@ def embedding_gguf(config: Config) -> Path:
     """The GGUF whose hidden states embed the questions: the conductor's own (a trained
     conductor's base model); the catalog's default model when the conductor is remote."""
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
-    from conductor_cli.run.pool import conductor_base
+    from conductor_cli.policy.conductor import conductor_base
 
     spec = conductor_base(config)
     catalog = load_catalog()

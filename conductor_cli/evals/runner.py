@@ -368,7 +368,7 @@ def collect(
 def trained_identity(config: Config, strategy: str) -> str | None:
     """The identity of the trained conductor a `conductor[:NAME]` strategy plans with (None
     for a plain model, whose name, path or hash the run's key already holds)."""
-    from conductor_cli.train import registry
+    from conductor_cli.policy import registry
 
     trained = registry.find(conductor_config(config, strategy).conductor.model)
     return trained.identity() if trained is not None else None

@@ -153,7 +153,7 @@ def check_conductor(name: str, raw: str) -> str:
     catalog model or a .gguf path, as `conductor.model` takes them."""
     from conductor_cli.models.catalog import is_gguf_path, load_catalog
     from conductor_cli.models.spec import ModelSpec
-    from conductor_cli.train.registry import find
+    from conductor_cli.policy.registry import find
 
     if find(name) is not None or is_gguf_path(name) or not ModelSpec.for_conductor(name).local:
         return name
@@ -179,7 +179,7 @@ def conductor_config(config: Config, strategy: str) -> Config:
 
 def trained_notes(config: Config, strategies: Sequence[str]) -> list[str]:
     """Notes of the trained conductors the strategies plan with (workers never measured)."""
-    from conductor_cli.train.registry import pool_note
+    from conductor_cli.policy.registry import pool_note
 
     notes = []
     for s in strategies:

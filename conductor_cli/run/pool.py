@@ -1,4 +1,5 @@
-"""The worker pool: config entries resolved to callable backends, and the conductor's backend."""
+"""The worker pool: config entries resolved to callable backends; the local models a config
+uses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from conductor_cli.backends.base import Backend
 from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import Config, WorkerConfig
-from conductor_cli.errors import ModelError
 from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
@@ -58,7 +58,8 @@ class Pool:
         raise KeyError(name)
 
 
-def _where(config: Config, key: str) -> str:
+def config_key(config: Config, key: str) -> str:
+    """A config key as an error names it: with the file it is in."""
     return f"{config.source}: {key}" if config.source else key
 
 
@@ -97,7 +98,7 @@ def build_pool(
     """Resolve every worker's model; GGUF files are checked (and fetched) but not loaded yet."""
     workers = []
     for i, wc in enumerate(config.workers):
-        where = _where(config, f"workers[{i}].model")
+        where = config_key(config, f"workers[{i}].model")
         backend: Backend
         spec = wc.spec
         if spec.local:
@@ -112,7 +113,7 @@ def build_pool(
                 spec.name,
                 api_base=wc.api_base,
                 api_key_env=wc.api_key_env,
-                where=_where(config, f"workers[{i}] ({wc.name})"),
+                where=config_key(config, f"workers[{i}] ({wc.name})"),
                 timeout_s=wc.timeout_s,
                 process=litellm,
             )
@@ -122,66 +123,23 @@ def build_pool(
     return Pool(workers=tuple(workers))
 
 
-def conductor_backend(
-    config: Config,
-    catalog: Catalog,
-    models: LlamaModels,
-    litellm: LiteLLMProcess | None = None,
-) -> Backend:
-    """The conductor: a catalog name or .gguf path in llama.cpp, or `litellm:<model>`."""
-    c = config.conductor
-    if not c.spec.local:
-        return LiteLLMBackend(
-            c.spec.name,
-            api_base=c.api_base,
-            api_key_env=c.api_key_env,
-            where=_where(config, "conductor"),
-            process=litellm,
-        )
-    spec = c.spec.name
-    from conductor_cli.train.registry import find
-
-    trained = find(spec)
-    adapter = None
-    if trained is not None:  # a conductor trained by `conductor train`: its base GGUF
-        spec = ModelSpec.for_conductor(trained.base_model).name
-        adapter = trained.adapter_path
-        if adapter is not None and not adapter.is_file():
-            raise ModelError(
-                f"conductor.model {c.model!r}: its adapter {adapter} is missing; train it again"
-            )
-    resolved = resolve_gguf(spec, catalog, _where(config, "conductor.model"))
-    if adapter is None:
-        return LlamaCppBackend(models, resolved.path, resolved.sha256())
-    assert trained is not None
-    sha = resolved.sha256()
-    return LlamaCppBackend(models, resolved.path, sha, adapter, trained.adapter_sha256())
-
-
-def conductor_base(config: Config) -> ModelSpec:
-    """The model the conductor runs on: a trained conductor's base model, else its own."""
-    from conductor_cli.train.registry import find
-
-    spec = config.conductor.spec
-    trained = find(spec.name) if spec.local else None
-    return ModelSpec.for_conductor(trained.base_model) if trained else spec
-
-
-def local_models(config: Config, *, conductor: bool = True) -> list[str]:
-    """Every GGUF the config runs in llama.cpp (catalog names or paths), the conductor's first."""
+def local_models(config: Config, conductor: ModelSpec | None = None) -> list[str]:
+    """Every GGUF the config runs in llama.cpp (catalog names or paths), the conductor's model
+    (policy.conductor.conductor_base: a trained conductor's base) first when given."""
     names = []
-    if conductor and (base := conductor_base(config)).local:
-        names.append(base.name)
+    if conductor is not None and conductor.local:
+        names.append(conductor.name)
     names += [w.spec.name for w in config.workers if w.spec.local]
     return list(dict.fromkeys(names))
 
 
 def missing_catalog_models(
-    config: Config, catalog: Catalog, *, conductor: bool = True
+    config: Config, catalog: Catalog, conductor: ModelSpec | None = None
 ) -> list[CatalogEntry]:
-    """The catalog models the config uses that are not downloaded yet (pulled on first use)."""
+    """The catalog models the config uses that are not downloaded yet (pulled on first use);
+    `conductor`: the conductor's model, when the run plans."""
     entries = []
-    for name in local_models(config, conductor=conductor):
+    for name in local_models(config, conductor):
         entry = catalog.entries.get(name)  # None for a .gguf path: nothing to pull
         if entry is not None and not entry.local_path().exists():
             entries.append(entry)

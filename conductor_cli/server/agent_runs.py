@@ -24,7 +24,7 @@ from conductor_cli.server.tool_loops import ToolLoops
 def trained_names() -> list[str]:
     """The user's own trained conductors; a shipped one is planned for its own pool (the
     embedded default team), which is then the served `conductor` itself."""
-    from conductor_cli.train.registry import list_trained
+    from conductor_cli.policy.registry import list_trained
 
     return [t.name for t in list_trained(shipped=False)]
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from conductor_cli.errors import EXIT_INTERRUPTED, ConductorError
 from conductor_cli.run.events import Subscriber, event_from_dict
-from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
+from conductor_cli.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 
 # Where a server elsewhere is (`CONDUCTOR_SERVER=http://box:8787`) and its bearer key.
 SERVER_ENV = "CONDUCTOR_SERVER"

@@ -42,8 +42,8 @@ from conductor_cli.server.openai_shapes import (
     error_body,
     models_list,
 )
-from conductor_cli.server.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 from conductor_cli.storage.cache import CacheMode
+from conductor_cli.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 
 MAX_BODY_BYTES = 8 << 20
 # Far deeper than any request of OpenAI's API or ours; a body nested deeper is refused before

@@ -34,6 +34,23 @@ def state_dir() -> Path:
     return Path(env).expanduser() if env else cache_dir() / "llama-state"
 
 
+def torch_bases_dir() -> Path:
+    """The float32 torch copies of conductors being trained (train/base_copy.py)."""
+    return state_dir() / "torch-base"
+
+
+def clear_torch_bases() -> int:
+    """`cache clear`: remove every kept torch copy; how many there were."""
+    import shutil
+
+    directory = torch_bases_dir()
+    if not directory.is_dir():
+        return 0
+    copies = [p for p in directory.iterdir() if not p.name.startswith(".")]
+    shutil.rmtree(directory, ignore_errors=True)
+    return len(copies)
+
+
 def models_dir() -> Path:
     env = os.environ.get("CONDUCTOR_MODELS_DIR")
     return Path(env).expanduser() if env else data_dir() / "models"

@@ -21,11 +21,9 @@ from typing import Any
 
 from conductor_cli.storage import paths
 
-DIRNAME = "torch-base"
-
 
 def copies_dir() -> Path:
-    return paths.state_dir() / DIRNAME
+    return paths.torch_bases_dir()
 
 
 def _key(base: Path) -> str:
@@ -85,9 +83,4 @@ def _quiet() -> Any:
 
 def clear() -> int:
     """Remove every kept copy; how many there were."""
-    directory = copies_dir()
-    if not directory.is_dir():
-        return 0
-    copies = [p for p in directory.iterdir() if not p.name.startswith(".")]
-    shutil.rmtree(directory, ignore_errors=True)
-    return len(copies)
+    return paths.clear_torch_bases()

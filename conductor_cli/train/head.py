@@ -9,105 +9,19 @@ the training questions, from a table of every (question, shape) reward measured 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from conductor_cli.errors import ModelError
-from conductor_cli.train.shapes import Shape
+from conductor_cli.policy.shapes import Shape
 
-PCA_DIMS = 16
 GENERATIONS = 60
 SIGMA = 0.5
 MINIBATCH = 64
 # The mean held-out reward by which the ridge start must win its cross-validation: less is
 # the step-count tie-break, not a better policy.
 CV_MARGIN = 0.01
-
-
-@dataclass(frozen=True)
-class Head:
-    mean: np.ndarray  # (d,) feature means
-    scale: np.ndarray  # (d,) feature standard deviations (never 0)
-    components: np.ndarray  # (k, d) principal directions
-    weights: np.ndarray  # (k + 1, S): a bias row, then one row per component
-    shapes: tuple[Shape, ...]
-
-    def project(self, features: np.ndarray) -> np.ndarray:
-        return project(self.mean, self.scale, self.components, features)
-
-    def choose(self, features: np.ndarray) -> Shape:
-        return self.shapes[int(np.argmax(self.project(features)[0] @ self.weights))]
-
-    @property
-    def size(self) -> int:
-        """Its weights (the PCA's aside)."""
-        return int(self.weights.size)
-
-    @property
-    def workers(self) -> tuple[str, ...]:
-        """The workers its shapes name, in order of first appearance."""
-        return tuple(dict.fromkeys(w for s in self.shapes for w in s.workers))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": "shape-head",
-            "pca_dims": int(self.components.shape[0]),
-            "mean": self.mean.tolist(),
-            "scale": self.scale.tolist(),
-            "components": self.components.tolist(),
-            "weights": self.weights.tolist(),
-            "shapes": [s.to_dict() for s in self.shapes],
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Head:
-        shapes = tuple(Shape.from_dict(s) for s in d["shapes"])
-        head = cls(
-            np.asarray(d["mean"], dtype=np.float64),
-            np.asarray(d["scale"], dtype=np.float64),
-            np.asarray(d["components"], dtype=np.float64),
-            np.asarray(d["weights"], dtype=np.float64),
-            shapes,
-        )
-        k, dims = head.components.shape
-        if head.mean.shape != (dims,) or head.scale.shape != (dims,):
-            raise ValueError("mean and scale must match the components' width")
-        if head.weights.shape != (k + 1, len(shapes)):
-            raise ValueError("weights must be (pca_dims + 1) x shapes")
-        return head
-
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_dict()), encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: Path) -> Head:
-        return read_head(path, cls.from_dict)
-
-
-def read_head(path: Path, build: Callable[[dict[str, Any]], Any]) -> Any:
-    """`build` applied to the JSON object in `path`; one line naming the file if it is missing,
-    not JSON, or not a head `build` can read (shape head or step policy alike)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise TypeError("not a JSON object")
-        return build(data)
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ModelError(f"{path}: not a readable trained head ({e}); train it again") from None
-
-
-def project(
-    mean: np.ndarray, scale: np.ndarray, components: np.ndarray, features: np.ndarray
-) -> np.ndarray:
-    """(n, d) hidden states -> (n, k + 1) inputs of a linear layer (a 1 for the bias)."""
-    x = (np.atleast_2d(features) - mean) / scale
-    z = x @ components.T
-    return np.hstack([np.ones((z.shape[0], 1)), z])
 
 
 def fit_pca(features: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

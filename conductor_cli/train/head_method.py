@@ -31,14 +31,24 @@ from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
+from conductor_cli.policy import registry
+from conductor_cli.policy.chooser import TASKS
+from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.head import Head
+from conductor_cli.policy.shapes import (
+    MAX_SHAPES,
+    Shape,
+    enumerate_shapes,
+    join_shapes,
+    single_index,
+)
+from conductor_cli.policy.step_head import StepHead
+from conductor_cli.policy.step_head import plan as plan_steps
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
-from conductor_cli.train import registry
-from conductor_cli.train.chooser import TASKS
 from conductor_cli.train.explore import Observations, estimates, neighbours, next_batch
-from conductor_cli.train.features import PromptFeatures
-from conductor_cli.train.head import Head, best_fixed_shape, evolve, fit_pca
+from conductor_cli.train.head import best_fixed_shape, evolve, fit_pca
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
 from conductor_cli.train.rewards import Job, RewardRuns
@@ -53,13 +63,6 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.shapes import (
-    MAX_SHAPES,
-    Shape,
-    enumerate_shapes,
-    join_shapes,
-    single_index,
-)
 from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.spend import (
     estimate,
@@ -69,8 +72,7 @@ from conductor_cli.train.spend import (
     tool_workers,
     write_spent,
 )
-from conductor_cli.train.step_head import ShapeIndex, StepHead, beyond_drafts, fit_steps
-from conductor_cli.train.step_head import plan as plan_steps
+from conductor_cli.train.step_head import ShapeIndex, beyond_drafts, fit_steps
 from conductor_cli.train.workdir import (
     disk_full,
     install,

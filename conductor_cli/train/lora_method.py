@@ -35,9 +35,10 @@ from conductor_cli.errors import InputError, WorkflowError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
+from conductor_cli.policy import registry
+from conductor_cli.policy.shapes import Shape, enumerate_shapes, shape_grammar
 from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, worker_infos
 from conductor_cli.storage import paths
-from conductor_cli.train import registry
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.examples import Encoder, Example
@@ -51,7 +52,6 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.shapes import Shape, enumerate_shapes, shape_grammar
 from conductor_cli.train.workdir import (
     disk_full,
     install,

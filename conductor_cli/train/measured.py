@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy.shapes import Shape
 from conductor_cli.storage import paths
 from conductor_cli.train.reward import reward
-from conductor_cli.train.shapes import Shape
 
 STORE = "measured.jsonl"
 # The words a shape runs with while measured (shapes.ANSWER_TASK / CHECK_TASK): other words

@@ -10,6 +10,7 @@ from typing import Any
 
 from conductor_cli.errors import BudgetError
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy.shapes import Shape
 from conductor_cli.run.budget import Budget
 from conductor_cli.storage import paths
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
@@ -23,7 +24,6 @@ from conductor_cli.train.measured import (
 )
 from conductor_cli.train.reward import run_cost
 from conductor_cli.train.runner import SEED_STRIDE, Runner
-from conductor_cli.train.shapes import Shape
 
 Job = tuple[int, int, int]  # (training question, shape, repeat)
 

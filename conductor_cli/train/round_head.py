@@ -31,16 +31,17 @@ import numpy as np
 from conductor_cli import waiting
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.head import Head
+from conductor_cli.policy.shapes import KEEP, Shape
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import replan_messages, worker_infos
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
-from conductor_cli.train.features import PromptFeatures
-from conductor_cli.train.head import Head, evolve, fit_pca
+from conductor_cli.train.head import evolve, fit_pca
 from conductor_cli.train.reward import reward
 from conductor_cli.train.runner import SEED_STRIDE, Runner, reward_of
 from conductor_cli.train.session import OnProgress, Progress, TrainOptions
-from conductor_cli.train.shapes import KEEP, Shape
 
 CHECKPOINT = "rounds.jsonl"
 FOLDS = 4

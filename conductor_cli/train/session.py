@@ -18,9 +18,10 @@ from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import ResolvedModel, load_catalog, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
+from conductor_cli.policy import registry
+from conductor_cli.policy.head import PCA_DIMS
 from conductor_cli.runtime import pull_models_for
-from conductor_cli.train import registry
-from conductor_cli.train.head import GENERATIONS, PCA_DIMS
+from conductor_cli.train.head import GENERATIONS
 
 
 @dataclass(frozen=True)

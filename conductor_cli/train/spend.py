@@ -21,8 +21,8 @@ from typing import Any
 from conductor_cli.config.settings import Config, atomic_write
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy.shapes import Shape, single_index
 from conductor_cli.run.budget import Pricing
-from conductor_cli.train.shapes import Shape, single_index
 
 # --search adaptive with no --max-calls: this many worker calls a training question for each
 # worker in the pool (4 workers: 10 a question; trying every shape twice costs about 40).

@@ -13,8 +13,8 @@ from typing import Any
 
 from conductor_cli.config.settings import atomic_write
 from conductor_cli.errors import ConductorError, InputError
+from conductor_cli.policy import registry
 from conductor_cli.storage import paths
-from conductor_cli.train import registry
 from conductor_cli.train.session import TrainOptions
 
 SPLIT = "split.json"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from conductor_cli.config.settings import ConductorSettings, WorkerConfig
 from conductor_cli.errors import WorkflowError
-from conductor_cli.train.features import PromptFeatures
-from conductor_cli.train.head import Head, read_head
-from conductor_cli.train.registry import TrainedConductor
-from conductor_cli.train.shapes import Shape, fixed_grammar, shape_grammar
-from conductor_cli.train.step_head import StepHead
+from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.head import Head, read_head
+from conductor_cli.policy.registry import TrainedConductor
+from conductor_cli.policy.shapes import Shape, fixed_grammar, shape_grammar
+from conductor_cli.policy.step_head import StepHead
 
 # The planning prompt is short (attachments appear as 200-character previews).
 FEATURES_CTX = 4096
