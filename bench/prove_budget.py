@@ -13,7 +13,7 @@ with the words it was measured with; planning generates nothing, so the eval is 
 the same training questions; one `conductor eval` on the same held-out questions compares the
 trained conductors with the untrained one, every single worker and `knn-router`.
 
-The pool is a simulation (tests/simulated_pool.py): w0..w3 with identical descriptions, four
+The pool is a simulation (testing/simulated_pool.py): w0..w3 with identical descriptions, four
 specialist kinds and the chain kind that only w0 > w3<0 answers 95 %. The fifth worker w4 is
 right 60 % on every kind: adding it changes little, and what it costs is what is measured.
 """
@@ -24,16 +24,13 @@ import argparse
 import json
 import random
 import shutil
-import sys
 import time
 from pathlib import Path
 
-from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
 from prove_learning import CHAIN, KINDS, skills, write_qa
 
-sys.path.insert(0, str(REPO))
-
-from tests.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 
 def train(
@@ -189,7 +186,7 @@ def main() -> None:
             "minus_untrained": paired(mine, right(workers, "conductor")),
         }
     report = {
-        "simulation": "tests/simulated_pool.py: w0..w3 specialists and the chain kind; w4 60 %",
+        "simulation": "testing/simulated_pool.py: w0..w3 specialists and the chain kind; w4 60 %",
         "training_questions": n,
         "held_out": len(ids),
         "chain": CHAIN,

@@ -5,7 +5,7 @@ held-out questions against knn-router, every single worker and the untrained con
 Run: .venv/bin/python bench/prove_eight.py [--train 160] [--held-out 250] [--per-question 19]
      [--json]
 
-The pool is a simulation (tests/simulated_pool.py): w0..w7 with identical descriptions. Four
+The pool is a simulation (testing/simulated_pool.py): w0..w7 with identical descriptions. Four
 specialist kinds (w0..w3 right 95 % on theirs), a generalist w4 (60 % on those four), w7 right
 40 %, w6 10 %; the chain kind, that w0 answers right half the time and `w0 > w3<0` 95 %
 (w3 checks w0's answer); the join kind, that w1 and w2 answer right half the time and
@@ -22,16 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 
-from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
 from prove_learning import write_qa
 
-sys.path.insert(0, str(REPO))
-
-from tests.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
 CHAIN = "w0 > w3<0"
@@ -140,7 +137,7 @@ def main() -> None:
     mine = right("conductor:eight")
     record = trained["record"]
     report = {
-        "simulation": "tests/simulated_pool.py: 8 workers, 4 specialist kinds, chain, join",
+        "simulation": "testing/simulated_pool.py: 8 workers, 4 specialist kinds, chain, join",
         "training_questions": n,
         "held_out": len(ids),
         "max_calls": limit,

@@ -6,7 +6,7 @@ moa, the router, the k-means lookup table (`knn-router`) and the oracle, all thr
 Run: .venv/bin/python bench/prove_learning.py [--questions 1000] [--held-out 250]
      [--train 24,48,96,160] [--plot docs/img/learning-curve.png] [--json]
 
-The pool is a simulation (tests/simulated_pool.py): workers w0..w3 with identical
+The pool is a simulation (conductor_cli/testing/simulated_pool.py): workers w0..w3 with identical
 descriptions behind an OpenAI-compatible server on 127.0.0.1, reached through litellm like any
 remote worker. Five kinds of question, equally many of each: arith (w0's), words (w1's), geo
 (w2's), logic (w3's), where the specialist is right 95 % and the others 20 %; and chain, which
@@ -35,11 +35,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
+from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
 
-sys.path.insert(0, str(REPO))
-
-from tests.simulated_pool import SimulatedPool, SimulatedQuestion, make_questions
+from conductor_cli.testing.simulated_pool import SimulatedPool, SimulatedQuestion, make_questions
 
 KINDS = ["arith", "words", "geo", "logic", "chain"]
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
@@ -197,7 +195,7 @@ def main() -> None:
         for n, name in zip(sizes, names, strict=True)
     ]
     report = {
-        "simulation": "tests/simulated_pool.py: w0..w3, identical descriptions",
+        "simulation": "conductor_cli/testing/simulated_pool.py: w0..w3, identical descriptions",
         "questions": len(bank),
         "held_out": len(ids),
         "held_out_by_kind": {k: sum(1 for i in ids if kind_of[i] == k) for k in KINDS},

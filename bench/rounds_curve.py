@@ -15,7 +15,7 @@ adds `conductor:NAME`, `conductor:NAME@rounds=2..4`. The cost weight is per 1k t
 simulated call is 25 tokens, a SmolLM2 step about 400, hence 2 and 0.1 (a corrective step
 costs about 0.05 and 0.04 of the reward either way).
 
-(a) sim: the simulated specialist pool of bench/prove_learning.py (tests/simulated_pool.py: w0..w3
+(a) sim: the simulated specialist pool of bench/prove_learning.py (testing/simulated_pool.py: w0..w3
     with identical descriptions; arith, words, geo, logic with one specialist each at 95 %, the
     others 20 %; chain, w0 50 % alone and w3 95 % when it sees w0's attempt) plus the kind "cue",
     a simulation of an answer that says something to whoever reads it: every worker answers a
@@ -53,15 +53,17 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from _common import REPO, accuracy, conductor, isolated_env, paired, stored_results, temp_root
-
-sys.path.insert(0, str(REPO))
-
 from prove_learning import skills as specialist_skills
 from prove_learning import write_qa
 
 from conductor_cli.evals.answers import score_qa
 from conductor_cli.evals.strategies import rounds_of as strategy_rounds
-from tests.simulated_pool import ROUND_ANSWER, SimulatedPool, SimulatedQuestion, make_questions
+from conductor_cli.testing.simulated_pool import (
+    ROUND_ANSWER,
+    SimulatedPool,
+    SimulatedQuestion,
+    make_questions,
+)
 
 ROUNDS = (1, 2, 3, 4)
 
@@ -355,7 +357,7 @@ def sim_pool(args: argparse.Namespace, root: Path) -> dict:
     correct = figures.pop("correct")
     cue = [i for i in ids if kind_of[i] == "cue"]
     return {
-        "pool": "simulation (tests/simulated_pool.py): w0..w3, identical descriptions, + kind cue",
+        "pool": "simulation (testing/simulated_pool.py): w0..w3, the same words, + kind cue",
         "questions": dict(Counter(kind_of[i] for i in ids)),
         "families": families,
         **figures,

@@ -1,6 +1,6 @@
 """`conductor serve` (issue 18's speed targets): what a warm background server saves the CLI, and
 what it does with concurrent OpenAI requests. Every figure is compared with a reference taken in
-the same run; workers are a simulated OpenAI-compatible server (tests/fake_openai.py) that
+the same run; workers are a simulated OpenAI-compatible server (testing/fake_openai.py) that
 answers after a fixed delay, except in the embedded-model rows.
 
 1. a one-step `conductor run` (0.2 s worker, --no-cache) through a warm server: wall time of the
@@ -44,7 +44,7 @@ from typing import Any
 from _common import CONDUCTOR, REPO, Timed, isolated_env, median, must, report, temp_root, timed
 
 sys.path.insert(0, str(REPO))
-from tests.fake_openai import FakeOpenAIServer
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 QUESTION = "What is the capital of France?"
 STEP_S = 0.2  # the one-step run's worker

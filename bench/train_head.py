@@ -1,5 +1,5 @@
 """`conductor train --method head` on a simulated specialist pool where the right policy is
-known (a simulation: tests/simulated_pool.py), with the embedded SmolLM2 conductor.
+known (a simulation: conductor_cli/testing/simulated_pool.py), with the embedded SmolLM2 conductor.
 Run: .venv/bin/python bench/train_head.py [--train 24,48,96,160] [--held-out 100] [--json]
 
 Pool: w0..w3 with identical descriptions. Kinds: arith (w0's), words (w1's), geo (w2's),
@@ -26,9 +26,7 @@ from pathlib import Path
 import numpy as np
 from _common import isolated_env, temp_root
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 KINDS = ["arith", "words", "geo", "logic", "chain"]
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}

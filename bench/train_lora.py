@@ -1,5 +1,5 @@
 """`conductor train --method expert-iteration | grpo` against the head, on the simulated
-specialist pool of bench/train_head.py (a simulation: tests/simulated_pool.py), with the
+specialist pool of bench/train_head.py (a simulation: testing/simulated_pool.py), with the
 embedded SmolLM2 conductor, on the same held-out questions.
 Run: .venv/bin/python bench/train_lora.py [--train 48] [--held-out 100] [--methods ...] [--json]
 
@@ -15,14 +15,11 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 from _common import isolated_env, temp_root
 from train_head import KINDS, skills, write
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 starts one and says so in one note, the next reuses it silently, a changed credential gets a
 server of its own, `serve --stop` stops them all, and a server that cannot start leaves the
 run in-process. Real CLI processes and servers on real sockets; the worker is a fake
-OpenAI-compatible server (tests/fake_openai.py), so no model is loaded."""
+OpenAI-compatible server (conductor_cli/testing/fake_openai.py), so no model is loaded."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.server import local
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 from .conftest import assert_one_line_error, run_cli
-from .fake_openai import FakeOpenAIServer
 
 QUESTION = "What is 2 + 2?"
 SECRET = "sk-test-" + "q" * 24

@@ -6,8 +6,9 @@ import json
 import socket
 from pathlib import Path
 
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
+
 from .conftest import run_cli
-from .fake_openai import FakeOpenAIServer
 
 
 def closed_port() -> int:

@@ -26,8 +26,7 @@ from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter
-
-from .fake_backend import (
+from conductor_cli.testing.fake_backend import (
     FakeBackend,
     by_task,
     conversation,

@@ -22,9 +22,9 @@ from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.runner import run_eval
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import Settings, base_strategies, fold_of, parse_strategies
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 from .conftest import REPO
-from .simulated_pool import SimulatedPool, make_questions
 
 KINDS = ["arith", "words", "geo"]
 # One specialist per kind, weak elsewhere: one worker for everything (router) gets about 37%.

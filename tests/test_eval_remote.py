@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.evals.store import evals_dir
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 from .conftest import run_cli, signal_a_side_thread, start_cli
-from .fake_openai import FakeOpenAIServer
 
 
 def test_qa_eval_with_remote_workers_counts_usage_even_from_the_cache(tmp_path: Path) -> None:

@@ -13,8 +13,7 @@ import pytest
 from conductor_cli.config.settings import load_config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.session import EvalRequest, evaluate, open_eval
-
-from .fake_openai import FakeOpenAIServer
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 
 def test_evaluate_runs_summarizes_and_resumes(tmp_path: Path) -> None:

@@ -114,6 +114,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tools",),
     ("run",),
     ("storage",),
+    ("testing",),
     ("policy",),
     ("runtime",),
     ("api",),

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 from .conftest import run_cli
-from .fake_openai import FakeOpenAIServer
 
 PROSE = "The quick brown fox jumps over the lazy dog while the band plays on. "
 

@@ -20,9 +20,9 @@ from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import load_trace
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 from .conftest import assert_one_line_error, run_cli
-from .fake_openai import FakeOpenAIServer
 
 # One litellm helper process for the module's library-level runs: each fresh process would
 # import litellm again (3 s of CPU). Per-process start-up is covered by the CLI tests.

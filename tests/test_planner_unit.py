@@ -19,8 +19,7 @@ from conductor_cli.run.planner import (
     WorkerInfo,
 )
 from conductor_cli.run.workflow import Step, gbnf_grammar, max_plan_tokens, parse_workflow
-
-from .fake_backend import FakeBackend, user_text
+from conductor_cli.testing.fake_backend import FakeBackend, user_text
 
 QUESTION = "How many bones does an adult human have?"
 POOL = [

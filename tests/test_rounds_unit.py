@@ -21,8 +21,7 @@ from conductor_cli.run.pool import Pool
 from conductor_cli.run.state import RunState
 from conductor_cli.runtime import RunScope
 from conductor_cli.storage.cache import CachedBackend, CacheMode
-
-from .fake_backend import FakeBackend, fake_worker, user_text
+from conductor_cli.testing.fake_backend import FakeBackend, fake_worker, user_text
 
 QUESTION = "What is 17 times 3?"
 ONE_STEP = json.dumps({"steps": [{"worker": "w", "task": "Compute the product.", "sees": []}]})

@@ -7,8 +7,9 @@ import json
 import os
 from pathlib import Path
 
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
+
 from .conftest import run_cli
-from .fake_openai import FakeOpenAIServer
 
 PLANTED = "sk-planted-7f3c9e1d2b4a"
 

@@ -170,7 +170,7 @@ def test_one_run_over_the_limit_gets_429_with_retry_after(tmp_path: Path, gguf_p
 
     import openai
 
-    from .fake_openai import FakeOpenAIServer
+    from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
     slow = FakeOpenAIServer(["slow"], delay=4.0)
     config = tmp_path / "one.toml"

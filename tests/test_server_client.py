@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.server import local
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 from .conftest import FAST_CONFIG, run_cli, start_cli
-from .fake_openai import FakeOpenAIServer
 
 QUESTION = "What is the capital of France?"
 

@@ -25,9 +25,8 @@ from conductor_cli.server import app as app_module
 from conductor_cli.server import http_api
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.http_api import ConductorServer, LocalSocketServer
+from conductor_cli.testing.fake_backend import FakeBackend, fake_worker
 from conductor_cli.wire import RUNS_PATH
-
-from .fake_backend import FakeBackend, fake_worker
 
 PLAN = json.dumps({"steps": [{"worker": "w", "task": "answer the question", "sees": []}]})
 WORKER_DELAY_S = 1.0  # how long each run holds its slot

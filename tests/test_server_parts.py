@@ -16,9 +16,9 @@ from conductor_cli.run.events import StepStarted
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.server import local
 from conductor_cli.server.app import ConfigWatch
+from conductor_cli.testing.fake_backend import FakeBackend, fake_worker
 from conductor_cli.wire import Overrides, RunRequest
 
-from .fake_backend import FakeBackend, fake_worker
 from .test_engine_unit import Recorder, engine
 
 

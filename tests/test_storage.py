@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli.testing.fake_openai import FakeOpenAIServer
+
 from .conftest import assert_one_line_error, run_cli
-from .fake_openai import FakeOpenAIServer
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 

@@ -1,5 +1,5 @@
 """`conductor train --method head`: real llama.cpp hidden states, real engine runs through
-litellm to a simulation of specialist workers (tests/simulated_pool.py), real CMA-ES.
+litellm to a simulation of specialist workers (testing/simulated_pool.py), real CMA-ES.
 
 The simulation is the testbed where the right policy is known: two kinds of question, each
 with one specialist (right 95 %, the other worker 20 %). The workers' names and descriptions
@@ -33,13 +33,13 @@ from conductor_cli.policy.shapes import ANSWER_TASK, CHECK_TASK, enumerate_shape
 from conductor_cli.run.planner import WorkerInfo, plan_messages
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
+from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
 from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
 from conductor_cli.train.measured import store_path
 from conductor_cli.train.reward import reward
 from conductor_cli.train.session import split
 
 from .conftest import assert_one_line_error, run_cli, start_cli
-from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Training within a budget, and a pool that changes (issue 34): real llama.cpp hidden states,
 real engine runs through litellm to a simulation of specialist workers
-(tests/simulated_pool.py), which counts and logs every call it receives.
+(conductor_cli/testing/simulated_pool.py), which counts and logs every call it receives.
 """
 
 from __future__ import annotations
@@ -15,11 +15,16 @@ import pytest
 
 from conductor_cli.policy.registry import conductors_dir
 from conductor_cli.policy.shapes import enumerate_shapes
+from conductor_cli.testing.simulated_pool import (
+    KIND_TEXT,
+    TWO_SPECIALISTS,
+    SimulatedPool,
+    make_questions,
+)
 from conductor_cli.train.explore import Observations, neighbours, next_batch
 from conductor_cli.train.spend import new_calls, step_keys
 
 from .conftest import assert_one_line_error, run_cli
-from .simulated_pool import KIND_TEXT, TWO_SPECIALISTS, SimulatedPool, make_questions
 
 # A third worker, right half the time on both kinds: what joins the pool later.
 W2 = {"arith": 0.5, "words": 0.5}

@@ -1,6 +1,6 @@
 """`conductor train --method expert-iteration | grpo`: a LoRA on the conductor's weights, trained
 in torch (transformers + peft, the real SmolLM2 GGUF), sampled and evaluated in llama.cpp with
-the exported adapter, on a simulation of specialist workers (tests/simulated_pool.py)."""
+the exported adapter, on a simulation of specialist workers (testing/simulated_pool.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ pytest.importorskip("torch", reason="the LoRA methods need the train extra")
 
 from conductor_cli.errors import InputError
 from conductor_cli.policy.registry import conductors_dir
+from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
 from conductor_cli.train import adapter_gguf, base_copy
 from conductor_cli.train.export_check import PROMPTS, check_export
 from conductor_cli.train.lora_method import Sample, minibatches, select_experts
@@ -27,7 +28,6 @@ from conductor_cli.train.policy import Policy, pick_device
 from conductor_cli.train.routing import routing_mask
 
 from .conftest import assert_one_line_error, run_cli, start_cli
-from .simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
 
 
 @pytest.fixture(scope="module")

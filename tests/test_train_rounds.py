@@ -2,7 +2,7 @@
 prompt's hidden state (real llama.cpp), decides when to keep the team's answer and when to
 correct it (its learning curve: bench/rounds_curve.py).
 
-The testbed is the simulation's cue kind (tests/simulated_pool.py): a wrong answer to a cue
+The testbed is the simulation's cue kind (testing/simulated_pool.py): a wrong answer to a cue
 question says "(unsure)", a right one does not, and a worker that reads an earlier round's
 answer checks it right 95 % of the time. Arithmetic questions have one specialist (w0). Keeping
 a right answer is best (a corrective round costs calls, --cost-weight); correcting a wrong one
@@ -23,9 +23,9 @@ from conductor_cli.policy.shapes import ANSWER_TASK
 from conductor_cli.run.planner import replan_messages, worker_infos
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.runtime import Runtime
+from conductor_cli.testing.simulated_pool import ROUND_ANSWER, SimulatedPool, make_questions
 
 from .conftest import assert_one_line_error, run_cli
-from .simulated_pool import ROUND_ANSWER, SimulatedPool, make_questions
 
 SKILLS = {
     "w0": {"arith": 0.95, "cue": 0.5},

@@ -1,6 +1,6 @@
 """Training on a pool with a tool (issue 33): the real conductor GGUF's hidden states, the real
 engine, the real `tool:python` in its sandbox, real CMA-ES; the model worker is the simulation
-(tests/simulated_pool.py) so the right policy is known: w0 knows "words" questions but cannot
+(testing/simulated_pool.py) so the right policy is known: w0 knows "words" questions but cannot
 compute "calc" ones, and asked for a program it writes one that computes them (90 %).
 
 No single worker answers calc questions (w0 guesses wrong, the tool cannot read English); only
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
+
 from .conftest import run_cli
-from .simulated_pool import SimulatedPool, make_questions
 
 SKILLS = {"w0": {"words": 0.95, "calc": 0.0}}
 PROGRAMS = {"w0": {"calc": 0.9}}
