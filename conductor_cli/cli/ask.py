@@ -168,13 +168,12 @@ def ask(
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
     from conductor_cli.cli.via_server import pick_endpoint
+    from conductor_cli.config.overrides import apply_overrides
     from conductor_cli.config.settings import (
         MAX_ROUNDS_LIMIT,
         NESTED_RETIRED,
         load_config,
-        restrict_workers,
         rounds_for_depth,
-        with_conductor,
     )
     from conductor_cli.errors import InputError
     from conductor_cli.wire import Overrides
@@ -193,17 +192,10 @@ def ask(
     path = config_path(ctx, config)
     cfg = load_config(path)
     endpoint = pick_endpoint(path, cfg.server, no_server, quiet=quiet)
+    overrides = Overrides(conductor, tuple(worker or []), max_steps, seed, rounds)
     if endpoint is None or endpoint.socket is not None:
         # A server elsewhere (CONDUCTOR_SERVER) has its own config and checks the options.
-        cfg = restrict_workers(cfg, worker or [])
-        cfg = with_conductor(
-            cfg,
-            model=conductor,
-            max_steps=max_steps,
-            max_rounds=rounds,
-            seed=seed,
-        )
-    overrides = Overrides(conductor, tuple(worker or []), max_steps, seed, rounds)
+        cfg = apply_overrides(cfg, overrides)
     run_and_show(
         functools.partial(_ask_here, question),
         cfg,

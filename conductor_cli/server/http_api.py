@@ -22,12 +22,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
-from conductor_cli.config.settings import (
-    MAX_STEPS_LIMIT,
-    Config,
-    restrict_workers,
-    with_conductor,
-)
+from conductor_cli.config.overrides import apply_overrides
+from conductor_cli.config.settings import MAX_STEPS_LIMIT, Config
 from conductor_cli.errors import EXIT_INTERRUPTED, ConductorError, is_interrupt
 from conductor_cli.run.events import (
     Subscriber,
@@ -141,15 +137,7 @@ def run_request(
 ) -> RunResult:
     """Carry out a CLI's run request as `conductor ask`/`run` would in-process."""
     with app.lease(cancel) as (config, runtime):
-        o = request.overrides
-        config = restrict_workers(config, list(o.workers))
-        config = with_conductor(
-            config,
-            model=o.conductor,
-            max_steps=o.max_steps,
-            max_rounds=o.max_rounds,
-            seed=o.seed,
-        )
+        config = apply_overrides(config, request.overrides)
         workflow = None
         names = [w.name for w in config.workers]
         if request.workflow is not None:
