@@ -234,3 +234,11 @@ def test_ctrl_c_stops_cleanly(gguf_path: Path) -> None:
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "conductor: interrupted"
+
+
+def test_train_names_its_methods_from_the_librarys_table() -> None:
+    """`conductor train --method` takes the methods the library lists (no copy in the CLI)."""
+    from conductor_cli.train import METHODS
+
+    done = run_cli("train", "humaneval", "--method", "bogus")
+    assert_one_line_error(done, 2, "--method 'bogus'", ", ".join(METHODS))

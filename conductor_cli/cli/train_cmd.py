@@ -17,8 +17,6 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 
-METHODS = ("head", "expert-iteration", "grpo")  # conductor_cli.train.METHODS, unimported
-
 
 @handle_errors
 def train_cmd(
@@ -166,7 +164,7 @@ def train_cmd(
     from conductor_cli.config.settings import load_config
     from conductor_cli.errors import InputError
     from conductor_cli.evals.datasets import load_dataset, select
-    from conductor_cli.train import train
+    from conductor_cli.train import METHODS, train
     from conductor_cli.train.session import HeadOptions, LoraOptions, TrainOptions
 
     if method not in METHODS:
