@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
+from typing import Any
 
 from conductor_cli.api import RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config, with_conductor
@@ -81,6 +82,30 @@ def run_turn(
             f"worker {last.worker} answered an agent's request but cannot call its tools "
             "(a built-in tool, or a model without tool calls): it answered with text",
         )
+    return result
+
+
+def serve_turn(
+    handler: Any, request: Any, api: str, on_event: Subscriber | None, seed: int | None = None
+) -> RunResult:
+    """One parsed request of any of the three APIs (its model, question, attachments, agent
+    turn and tool types) run for `handler`'s client: a hang-up cancels it, and the tool types it
+    cannot serve and its plan are said in the log. Streamed when there is someone to stream to."""
+    if request.agent is not None:
+        note_tool_types(handler.app, request.tool_types, api)
+    with handler._watched() as cancel:
+        result = run_turn(
+            handler.app,
+            lambda config: config_for(config, request.model),
+            request.question,
+            request.attachments,
+            request.agent,
+            on_event,
+            cancel,
+            stream=on_event is not None,
+            seed=seed,
+        )
+    log_plan(result, api)
     return result
 
 

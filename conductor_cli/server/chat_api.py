@@ -13,10 +13,8 @@ from conductor_cli.errors import EXIT_USAGE, ConductorError
 from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 from conductor_cli.server.agent_runs import (
     config_for,
-    log_plan,
-    note_tool_types,
     plan_line,
-    run_turn,
+    serve_turn,
 )
 from conductor_cli.server.openai_shapes import (
     BadRequest,
@@ -52,28 +50,13 @@ def answer(handler: Any, body: Any) -> None:
         handler.app.slots.release()
 
 
-def _run(handler: Any, request: ChatRequest, on_event: Any, stream: bool) -> RunResult:
-    if request.agent is not None:
-        note_tool_types(handler.app, request.tool_types, API)
-    with handler._watched() as cancel:
-        result = run_turn(
-            handler.app,
-            lambda config: config_for(config, request.model),
-            request.question,
-            request.attachments,
-            request.agent,
-            on_event,
-            cancel,
-            stream=stream,
-            seed=request.seed,
-        )
-    log_plan(result, API)
-    return result
+def _run(handler: Any, request: ChatRequest, on_event: Any) -> RunResult:
+    return serve_turn(handler, request, API, on_event, seed=request.seed)
 
 
 def _complete(handler: Any, request: ChatRequest) -> None:
     try:
-        result = _run(handler, request, None, stream=False)
+        result = _run(handler, request, None)
     except BadRequest as e:
         handler._refuse(e)
         return
@@ -123,7 +106,7 @@ def _stream(handler: Any, request: ChatRequest) -> None:
                     send(chunk(cid, request.model, {"content": rest}))
 
     try:
-        result = _run(handler, request, on_event, stream=True)
+        result = _run(handler, request, on_event)
     except (ConductorError, BadRequest) as e:
         send(error_body(str(e), "conductor_error"))
         handler.wfile.write(b"data: [DONE]\n\n")

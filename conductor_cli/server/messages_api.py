@@ -14,10 +14,8 @@ from conductor_cli.errors import ConductorError
 from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 from conductor_cli.server.agent_runs import (
     config_for,
-    log_plan,
-    note_tool_types,
     plan_line,
-    run_turn,
+    serve_turn,
 )
 from conductor_cli.server.messages_shapes import (
     MessagesRequest,
@@ -67,8 +65,6 @@ def answer(handler: Any, body: Any) -> None:
         )
         return
     try:
-        if request.agent is not None:
-            note_tool_types(handler.app, request.tool_types, API)
         if request.stream:
             _Stream(handler, request).run()
         else:
@@ -78,19 +74,7 @@ def answer(handler: Any, body: Any) -> None:
 
 
 def _run(handler: Any, request: MessagesRequest, on_event: Any) -> RunResult:
-    with handler._watched() as cancel:
-        result = run_turn(
-            handler.app,
-            lambda config: config_for(config, request.model),
-            request.question,
-            request.attachments,
-            request.agent,
-            on_event,
-            cancel,
-            stream=on_event is not None,
-        )
-    log_plan(result, API)
-    return result
+    return serve_turn(handler, request, API, on_event)
 
 
 def _complete(handler: Any, request: MessagesRequest) -> None:

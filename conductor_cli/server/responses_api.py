@@ -14,10 +14,8 @@ from conductor_cli.errors import ConductorError
 from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 from conductor_cli.server.agent_runs import (
     config_for,
-    log_plan,
-    note_tool_types,
     plan_line,
-    run_turn,
+    serve_turn,
 )
 from conductor_cli.server.openai_shapes import BadRequest
 from conductor_cli.server.responses_shapes import (
@@ -46,8 +44,6 @@ def answer(handler: Any, body: Any) -> None:
     if not handler._take_slot():
         return
     try:
-        if request.agent is not None:
-            note_tool_types(handler.app, request.tool_types, API)
         if request.stream:
             _Stream(handler, request).run()
         else:
@@ -57,19 +53,7 @@ def answer(handler: Any, body: Any) -> None:
 
 
 def _run(handler: Any, request: ResponsesRequest, on_event: Any) -> RunResult:
-    with handler._watched() as cancel:
-        result = run_turn(
-            handler.app,
-            lambda config: config_for(config, request.model),
-            request.question,
-            request.attachments,
-            request.agent,
-            on_event,
-            cancel,
-            stream=on_event is not None,
-        )
-    log_plan(result, API)
-    return result
+    return serve_turn(handler, request, API, on_event)
 
 
 def _extra(result: RunResult) -> dict[str, Any]:
