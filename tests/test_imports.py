@@ -106,7 +106,7 @@ def test_the_catalog_knows_nothing_of_downloading() -> None:
 # The package's own __init__ ("") hands its public names on lazily (by name, not by import) and
 # holds the version: it sits at the bottom.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "errors", "waiting", "wire", "storage.paths", "sandbox"),
+    ("", "errors", "exports", "waiting", "wire", "storage.paths", "sandbox"),
     ("models.spec",),
     ("config",),
     ("models",),
@@ -175,3 +175,50 @@ def test_every_public_name_resolves() -> None:
 
     for name in conductor_cli.__all__:
         assert getattr(conductor_cli, name) is not None, name
+
+
+def cli_reaches_past_the_surface(graph: dict[str, set[str]]) -> list[str]:
+    """The CLI's imports of a module inside another package that the package's `__all__` does
+    not list as public: the CLI is thin over the library's public functions."""
+    import importlib
+
+    modules = _modules()
+    found = []
+    for module, deps in graph.items():
+        if not module.startswith("conductor_cli.cli"):
+            continue
+        for dep in deps:
+            parts = dep.split(".")
+            if len(parts) <= 2 or parts[1] == "cli":
+                continue  # its own layer, a top-level module or a package's entry point
+            package = ".".join(parts[:2])
+            public = getattr(importlib.import_module(package), "__all__", ())
+            if not (len(parts) == 3 and parts[2] in public and dep in modules):
+                found.append(f"{module} -> {dep}")
+    return sorted(found)
+
+
+def test_the_cli_imports_only_the_public_surface() -> None:
+    assert cli_reaches_past_the_surface(import_graph()) == []
+
+
+def test_the_surface_check_finds_a_reach_inside() -> None:
+    graph = import_graph()
+    graph["conductor_cli.cli.ask"] = {*graph["conductor_cli.cli.ask"], "conductor_cli.run.engine"}
+    assert cli_reaches_past_the_surface(graph) == [
+        "conductor_cli.cli.ask -> conductor_cli.run.engine"
+    ]
+
+
+def test_every_package_export_resolves() -> None:
+    """`from conductor_cli.PKG import NAME` for every name a package lists (they load lazily)."""
+    import importlib
+
+    modules = _modules()
+    for package in sorted(m for m, p in modules.items() if p.name == "__init__.py"):
+        loaded = importlib.import_module(package)
+        for name in getattr(loaded, "__all__", ()):
+            if f"{package}.{name}" in modules:  # a public module of the package
+                importlib.import_module(f"{package}.{name}")
+            else:
+                assert getattr(loaded, name) is not None, f"{package}.{name}"

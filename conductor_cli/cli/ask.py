@@ -45,7 +45,7 @@ MaxCalls = Annotated[
 
 
 def read_attachments(files: list[Path] | None, no_stdin: bool) -> list[Any]:
-    from conductor_cli.run.inputs import read_file, read_stdin
+    from conductor_cli.run import read_file, read_stdin
 
     attachments = []
     if not no_stdin and not sys.stdin.isatty():
@@ -60,7 +60,7 @@ def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> N
     """Say on stderr which workers will read the attachments cut: never cut silently."""
     if quiet or not attachments:
         return
-    from conductor_cli.run.pool import cut_notes
+    from conductor_cli.run import cut_notes
 
     for line in cut_notes(cfg, question, attachments):
         sys.stderr.write(f"conductor: note: {line}\n")
@@ -105,7 +105,7 @@ def run_and_show(
 
 def cache_mode(no_cache: bool, refresh: bool) -> Any:
     from conductor_cli.errors import InputError
-    from conductor_cli.storage.cache import CacheMode
+    from conductor_cli.storage import CacheMode
 
     if no_cache and refresh:
         raise InputError("--no-cache and --refresh exclude each other; pick one.")
@@ -168,10 +168,10 @@ def ask(
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
     from conductor_cli.cli.via_server import pick_endpoint
-    from conductor_cli.config.overrides import apply_overrides
-    from conductor_cli.config.settings import (
+    from conductor_cli.config import (
         MAX_ROUNDS_LIMIT,
         NESTED_RETIRED,
+        apply_overrides,
         load_config,
         rounds_for_depth,
     )
@@ -263,9 +263,9 @@ def run(
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
     from conductor_cli.cli.via_server import pick_endpoint
-    from conductor_cli.config.settings import MAX_STEPS_LIMIT, load_config
+    from conductor_cli.config import MAX_STEPS_LIMIT, load_config
     from conductor_cli.errors import InputError, WorkflowError
-    from conductor_cli.run.workflow import parse_workflow
+    from conductor_cli.run import parse_workflow
 
     mode = cache_mode(no_cache, refresh)
     try:

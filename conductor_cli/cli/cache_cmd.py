@@ -17,7 +17,7 @@ app = typer.Typer(no_args_is_help=True)
 
 
 def _runtime(ctx: typer.Context, config: Path | None) -> Runtime:
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
     from conductor_cli.runtime import Runtime
 
     return Runtime(load_config(config_path(ctx, config)))

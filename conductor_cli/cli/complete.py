@@ -21,7 +21,7 @@ def _root_config(ctx: typer.Context) -> Path | None:
 
 def worker_names(ctx: typer.Context, incomplete: str) -> list[str]:
     try:
-        from conductor_cli.config.settings import load_config
+        from conductor_cli.config import load_config
 
         option = ctx.params.get("config") if ctx is not None else None
         config = load_config(Path(option) if option else _root_config(ctx))
@@ -32,7 +32,7 @@ def worker_names(ctx: typer.Context, incomplete: str) -> list[str]:
 
 def model_names(incomplete: str) -> list[str]:
     try:
-        from conductor_cli.models.catalog import load_catalog
+        from conductor_cli.models import load_catalog
 
         return [n for n in load_catalog().entries if n.startswith(incomplete)]
     except Exception:
@@ -41,7 +41,7 @@ def model_names(incomplete: str) -> list[str]:
 
 def trace_ids(incomplete: str) -> list[str]:
     try:
-        from conductor_cli.storage.trace import traces_dir
+        from conductor_cli.storage import traces_dir
 
         ids = sorted((p.stem for p in traces_dir().glob("*.json")), reverse=True)  # newest first
     except OSError:

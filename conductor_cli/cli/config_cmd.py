@@ -31,7 +31,7 @@ def show(ctx: typer.Context, config: ConfigOption = None) -> None:
     """Print the settings in force, as TOML (the embedded default when there is no file)."""
     import tomli_w
 
-    from conductor_cli.config.settings import config_to_dict, load_config
+    from conductor_cli.config import config_to_dict, load_config
 
     cfg = load_config(config_path(ctx, config))
     where = str(cfg.source) if cfg.source else "embedded default (no config file)"
@@ -57,8 +57,7 @@ def init(
 ) -> None:
     """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
     local server, Ollama and a bigger GGUF, ready to uncomment."""
-    from conductor_cli.config.settings import atomic_write
-    from conductor_cli.config.starter import PRESETS, starter_config
+    from conductor_cli.config import PRESETS, atomic_write, starter_config
     from conductor_cli.errors import ConfigError
 
     if preset not in PRESETS:
@@ -80,8 +79,7 @@ def get(
     """Print one setting in force (a section or a worker prints as TOML)."""
     import tomli_w
 
-    from conductor_cli.config.edit import get_value
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import get_value, load_config
 
     value = get_value(load_config(config_path(ctx, config)), key)
     if isinstance(value, dict):
@@ -104,7 +102,7 @@ def set_(
     config: ConfigOption = None,
 ) -> None:
     """Change one setting in the config file; everything else in it stays."""
-    from conductor_cli.config.edit import load_raw, save_raw, set_value
+    from conductor_cli.config import load_raw, save_raw, set_value
 
     target = config_target(ctx, config)
     save_raw(target, set_value(load_raw(target), key, value))
@@ -120,12 +118,12 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
     import subprocess
     import sys
 
-    from conductor_cli.config.settings import atomic_write, load_config
+    from conductor_cli.config import atomic_write, load_config
     from conductor_cli.errors import ConfigError
 
     target = config_target(ctx, config)
     if not target.exists():
-        from conductor_cli.config.starter import starter_config
+        from conductor_cli.config import starter_config
 
         atomic_write(target, starter_config().encode("utf-8"))  # start as `config init` would
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"

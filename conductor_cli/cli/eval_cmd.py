@@ -21,71 +21,86 @@ from conductor_cli.cli.common import (
 DATASETS = ("humaneval", "mcq", "qa", "mixed")  # evals.datasets.LOADABLE, unimported
 
 
+# The command's options, one alias each, so the command reads as its list of parameters.
+StrategiesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--strategies",
+        help="Comma-separated: conductor[:NAME], single[:W], vote[:W], moa, router, "
+        "knn-router[:vote], oracle (default: all; conductor:NAME plans with the trained "
+        "conductor NAME).",
+        show_default=False,
+    ),
+]
+LimitOption = Annotated[
+    int | None, typer.Option("--limit", help="Only the first N problems.", show_default=False)
+]
+SampleOption = Annotated[
+    int | None,
+    typer.Option("--sample", help="A random N problems (see --seed).", show_default=False),
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed for --sample and the router.")]
+ConcurrencyOption = Annotated[
+    int, typer.Option("--concurrency", help="Problems run at once.", min=1)
+]
+VoteNOption = Annotated[int, typer.Option("--vote-n", help="Samples per vote.", min=1)]
+MoaLayersOption = Annotated[int, typer.Option("--moa-layers", help="MoA layers.", min=1)]
+AggregatorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--aggregator", help="MoA's aggregator (default: the first worker).", show_default=False
+    ),
+]
+JsonOutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json-out", help="Write the results as JSON.", show_default=False, dir_okay=False
+    ),
+]
+CsvOutOption = Annotated[
+    Path | None,
+    typer.Option("--csv-out", help="Write the results as CSV.", show_default=False, dir_okay=False),
+]
+PlotOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--plot",
+        help="Draw accuracy against cost (PNG; needs the plot extra).",
+        show_default=False,
+        dir_okay=False,
+    ),
+]
+RestartOption = Annotated[
+    bool, typer.Option("--restart", help="Forget this eval's stored results; start over.")
+]
+NoCacheOption = Annotated[
+    bool, typer.Option("--no-cache", help="Neither read nor write the response cache.")
+]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress or notes; only the table.")
+]
+
+
 @handle_errors
 def eval_cmd(
     ctx: typer.Context,
     dataset: DatasetArg,
     file: DatasetFileArg = None,
     scorer: ScorerOption = "exact",
-    strategies: Annotated[
-        str | None,
-        typer.Option(
-            "--strategies",
-            help="Comma-separated: conductor[:NAME], single[:W], vote[:W], moa, router, "
-            "knn-router[:vote], oracle (default: all; conductor:NAME plans with the trained "
-            "conductor NAME).",
-            show_default=False,
-        ),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="Only the first N problems.", show_default=False)
-    ] = None,
-    sample: Annotated[
-        int | None,
-        typer.Option("--sample", help="A random N problems (see --seed).", show_default=False),
-    ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for --sample and the router.")] = 0,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Problems run at once.", min=1)
-    ] = 1,
-    vote_n: Annotated[int, typer.Option("--vote-n", help="Samples per vote.", min=1)] = 3,
-    moa_layers: Annotated[int, typer.Option("--moa-layers", help="MoA layers.", min=1)] = 1,
-    aggregator: Annotated[
-        str | None,
-        typer.Option(
-            "--aggregator", help="MoA's aggregator (default: the first worker).", show_default=False
-        ),
-    ] = None,
-    json_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--json-out", help="Write the results as JSON.", show_default=False, dir_okay=False
-        ),
-    ] = None,
-    csv_out: Annotated[
-        Path | None,
-        typer.Option(
-            "--csv-out", help="Write the results as CSV.", show_default=False, dir_okay=False
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            "--plot",
-            help="Draw accuracy against cost (PNG; needs the plot extra).",
-            show_default=False,
-            dir_okay=False,
-        ),
-    ] = None,
-    restart: Annotated[
-        bool, typer.Option("--restart", help="Forget this eval's stored results; start over.")
-    ] = False,
-    no_cache: Annotated[
-        bool, typer.Option("--no-cache", help="Neither read nor write the response cache.")
-    ] = False,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No progress or notes; only the table.")
-    ] = False,
+    strategies: StrategiesOption = None,
+    limit: LimitOption = None,
+    sample: SampleOption = None,
+    seed: SeedOption = 0,
+    concurrency: ConcurrencyOption = 1,
+    vote_n: VoteNOption = 3,
+    moa_layers: MoaLayersOption = 1,
+    aggregator: AggregatorOption = None,
+    json_out: JsonOutOption = None,
+    csv_out: CsvOutOption = None,
+    plot: PlotOption = None,
+    restart: RestartOption = False,
+    no_cache: NoCacheOption = False,
+    quiet: QuietOption = False,
     verbose: Verbose = False,
     config: ConfigOption = None,
 ) -> None:
@@ -94,11 +109,10 @@ def eval_cmd(
     Results are stored per (strategy, problem) as they finish: run the same command again to
     continue an interrupted eval.
     """
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
-    from conductor_cli.evals import report
-    from conductor_cli.evals.session import EvalRequest, open_eval
-    from conductor_cli.storage.cache import CacheMode
+    from conductor_cli.evals import EvalRequest, open_eval
+    from conductor_cli.storage import CacheMode
 
     if dataset not in DATASETS:
         raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
@@ -119,7 +133,7 @@ def eval_cmd(
     )
     session = open_eval(request, load_config(config_path(ctx, config)))
     if not quiet:
-        from conductor_cli.evals.strategies import trained_notes
+        from conductor_cli.evals import trained_notes
 
         for note in trained_notes(session.config, session.strategies):
             sys.stderr.write(f"conductor: note: {note}\n")
@@ -132,14 +146,23 @@ def eval_cmd(
             f"{session.store.path}: run the same command again to continue\n"
         )
         raise
+    _write_outcome(outcome, json_out, csv_out, plot, quiet)
+
+
+def _write_outcome(
+    outcome: Any, json_out: Path | None, csv_out: Path | None, plot: Path | None, quiet: bool
+) -> None:
+    """The files asked for, a note on reused results, then the table (plain when piped)."""
+    from conductor_cli.evals import report
+
     if json_out:
         report.write_json(json_out, outcome.summaries, outcome.meta, outcome.results)
     if csv_out:
         report.write_csv(csv_out, outcome.summaries)
     if plot:
-        from conductor_cli.evals.plot import plot as draw
+        from conductor_cli.evals import plot as plots
 
-        draw(outcome.summaries, plot, f"{outcome.dataset}: {outcome.n_problems} problems")
+        plots.plot(outcome.summaries, plot, f"{outcome.dataset}: {outcome.n_problems} problems")
     if outcome.resumed and not quiet:
         sys.stderr.write(
             f"conductor: note: {outcome.resumed} of {outcome.resumed + outcome.computed} results "

@@ -32,8 +32,8 @@ def list_models(
 ) -> None:
     """List the catalog's models, which are downloaded, and their sizes, and the conductors
     trained with `conductor train`."""
-    from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.policy.registry import list_trained
+    from conductor_cli.models import load_catalog
+    from conductor_cli.policy import list_trained
 
     catalog = load_catalog()
     rows = []
@@ -112,8 +112,7 @@ def pull_model(
     force: Annotated[bool, typer.Option("--force", help="Fetch again even if present.")] = False,
 ) -> None:
     """Fetch a catalog model, checking its size and sha256, into the models directory."""
-    from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.models.fetch import pull
+    from conductor_cli.models import load_catalog, pull
 
     entry = load_catalog().get(name)
     path = entry.local_path()
@@ -129,7 +128,7 @@ def model_path(
     name: Annotated[str, typer.Argument(help="Catalog name.", autocompletion=model_names)],
 ) -> None:
     """Print where a catalog model's file lives (or will live once pulled)."""
-    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.models import load_catalog
 
     typer.echo(str(load_catalog().get(name).local_path()))
 
@@ -146,9 +145,8 @@ def info(
     """Show a GGUF file's metadata (architecture, parameters, quantization, context length),
     or a trained conductor's training record."""
     from conductor_cli.errors import ModelError
-    from conductor_cli.models.catalog import load_catalog
-    from conductor_cli.models.gguf import read_gguf
-    from conductor_cli.policy.registry import find
+    from conductor_cli.models import load_catalog, read_gguf
+    from conductor_cli.policy import find
 
     trained = find(model)
     if trained is not None:

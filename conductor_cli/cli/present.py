@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # events pull in the workflow module; --help should not pay for it
-    from conductor_cli.run.events import Subscriber
+    from conductor_cli.run import Subscriber
 
 
 @contextmanager

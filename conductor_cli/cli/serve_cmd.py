@@ -13,7 +13,7 @@ from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_e
 from conductor_cli.cli.present import print_json
 
 if TYPE_CHECKING:
-    from conductor_cli.config.settings import Config
+    from conductor_cli.config import Config
 
 
 @handle_errors
@@ -61,10 +61,10 @@ def serve(
     if stop:
         _stop(path)
         return
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
 
     cfg = load_config(path)  # a broken config fails here, not in a background process
-    from conductor_cli.policy.registry import pool_note
+    from conductor_cli.policy import pool_note
 
     note = pool_note(cfg)
     if note is not None:

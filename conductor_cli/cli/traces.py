@@ -32,7 +32,7 @@ TraceRef = Annotated[
 @handle_errors
 def list_cmd(as_json: AsJson = False) -> None:
     """List traces, newest first."""
-    from conductor_cli.storage.trace import list_traces
+    from conductor_cli.storage import list_traces
 
     rows = list_traces()
     if as_json:
@@ -68,9 +68,8 @@ def show(ref: TraceRef, as_json: AsJson = False) -> None:
     from rich.console import Console
 
     from conductor_cli.cli.view import render_static
-    from conductor_cli.run.events import event_from_dict
-    from conductor_cli.run.state import RunState
-    from conductor_cli.storage.trace import load_trace
+    from conductor_cli.run import RunState, event_from_dict
+    from conductor_cli.storage import load_trace
 
     record = load_trace(ref)
     if as_json:
@@ -93,7 +92,7 @@ def rm(
     ],
 ) -> None:
     """Delete traces."""
-    from conductor_cli.storage.trace import resolve_trace_path
+    from conductor_cli.storage import resolve_trace_path
 
     for path in [resolve_trace_path(r) for r in refs]:
         path.unlink()
@@ -110,7 +109,7 @@ def export(
 ) -> None:
     """Export the scored conductor runs of `conductor eval` as training rows."""
     from conductor_cli.errors import InputError
-    from conductor_cli.evals.export import export_grpo
+    from conductor_cli.evals import export_grpo
 
     if fmt != "grpo":
         raise InputError(f"--format {fmt}: unknown format; the one format is grpo")
@@ -152,10 +151,10 @@ def replay(
     config: ConfigOption = None,
 ) -> None:
     """Replay a trace: offline from the record by default, or run its workflow again."""
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
     from conductor_cli.errors import InputError, TraceError
     from conductor_cli.replay import live_request, parse_worker_map, play, rerun
-    from conductor_cli.storage.trace import load_trace
+    from conductor_cli.storage import load_trace
 
     record = load_trace(ref)
     if sum([live, from_step is not None, resume]) > 1:

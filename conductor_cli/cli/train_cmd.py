@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -17,140 +19,167 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 
+# The command's options, one alias each, so the command reads as its list of parameters.
+OutOption = Annotated[
+    str,
+    typer.Option("--out", help="Name of the trained conductor (conductor.model = NAME)."),
+]
+MethodOption = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        help="head: a head on the conductor's hidden state (no torch); expert-iteration "
+        "or grpo: a LoRA on its weights (torch).",
+    ),
+]
+TasksOption = Annotated[
+    str,
+    typer.Option(
+        "--tasks",
+        help="head: who writes each step's task at planning time: written (the "
+        "conductor) or fixed (the words the rewards were measured with).",
+    ),
+]
+RoundsOption = Annotated[
+    int,
+    typer.Option(
+        "--rounds",
+        help="head: rounds the trained conductor plays (1-4); 2 or more also learns when "
+        "to keep the team's answer and when to correct it.",
+    ),
+]
+SearchOption = Annotated[
+    str,
+    typer.Option(
+        "--search",
+        help="head: adaptive (each worker once a question, then calls where the policy is "
+        "unsure) or all (every workflow shape on every question, --repeats times).",
+    ),
+]
+PolicyOption = Annotated[
+    str,
+    typer.Option(
+        "--policy",
+        help="head: shapes (one score per workflow shape, at most 60 shapes), steps "
+        "(step by step over workers as vectors, any pool) or auto (shapes where they fit).",
+    ),
+]
+MaxCallsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-calls",
+        help="head: worker calls this training may make, held-out runs included "
+        "[default: adaptive 2.5 a question per worker; all: what it needs].",
+        min=1,
+        show_default=False,
+    ),
+]
+MaxCostOption = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost",
+        help="head: USD this training may spend (every worker needs a price).",
+        min=0,
+        show_default=False,
+    ),
+]
+DryRunOption = Annotated[
+    bool,
+    typer.Option("--dry-run", help="Print the estimate of calls and dollars, make no call."),
+]
+LimitOption = Annotated[
+    int | None,
+    typer.Option("--limit", help="Only the first N problems.", show_default=False),
+]
+HoldoutOption = Annotated[
+    float,
+    typer.Option(
+        "--holdout",
+        help="Share of problems held out for the proof (0: train on all, prove with eval).",
+    ),
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")]
+RepeatsOption = Annotated[
+    int, typer.Option("--repeats", help="Runs of each (question, workflow shape).", min=1)
+]
+GenerationsOption = Annotated[int, typer.Option("--generations", help="CMA-ES generations.", min=1)]
+CostWeightOption = Annotated[
+    float,
+    typer.Option("--cost-weight", help="Reward minus this x cost ($, or 1k tokens)."),
+]
+ConcurrencyOption = Annotated[
+    int, typer.Option("--concurrency", help="Workflow runs at once.", min=1)
+]
+IterationsOption = Annotated[
+    int, typer.Option("--iterations", help="expert-iteration: rounds.", min=1)
+]
+SamplesOption = Annotated[
+    int, typer.Option("--samples", help="LoRA methods: workflows sampled per question.", min=1)
+]
+StepsOption = Annotated[int, typer.Option("--steps", help="grpo: optimizer steps.", min=1)]
+QuestionsPerStepOption = Annotated[
+    int, typer.Option("--questions-per-step", help="grpo: questions a step.", min=1)
+]
+EvalEveryOption = Annotated[
+    int, typer.Option("--eval-every", help="grpo: held-out score every N steps.", min=1)
+]
+LearningRateOption = Annotated[
+    float | None,
+    typer.Option("--lr", help="LoRA learning rate [default: 1e-3 EI, 3e-4 GRPO].", min=0),
+]
+EpochsOption = Annotated[
+    int, typer.Option("--epochs", help="expert-iteration: passes a round.", min=1)
+]
+RankOption = Annotated[int, typer.Option("--rank", help="LoRA rank.", min=1)]
+ExploreOption = Annotated[
+    float,
+    typer.Option("--explore", help="expert-iteration: share of samples with a random shape."),
+]
+DeviceOption = Annotated[
+    str, typer.Option("--device", help="LoRA methods: auto (CUDA if seen), cpu or cuda.")
+]
+ForceOption = Annotated[bool, typer.Option("--force", help="Replace a conductor of that name.")]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", help="Continue an interrupted training of --out.")
+]
+AsJsonOption = Annotated[bool, typer.Option("--json", help="Print the training record.")]
+
 
 @handle_errors
 def train_cmd(
     ctx: typer.Context,
     dataset: DatasetArg,
     file: DatasetFileArg = None,
-    out: Annotated[
-        str,
-        typer.Option("--out", help="Name of the trained conductor (conductor.model = NAME)."),
-    ] = "my-conductor",
-    method: Annotated[
-        str,
-        typer.Option(
-            "--method",
-            help="head: a head on the conductor's hidden state (no torch); expert-iteration "
-            "or grpo: a LoRA on its weights (torch).",
-        ),
-    ] = "head",
-    tasks: Annotated[
-        str,
-        typer.Option(
-            "--tasks",
-            help="head: who writes each step's task at planning time: written (the "
-            "conductor) or fixed (the words the rewards were measured with).",
-        ),
-    ] = "written",
-    rounds: Annotated[
-        int,
-        typer.Option(
-            "--rounds",
-            help="head: rounds the trained conductor plays (1-4); 2 or more also learns when "
-            "to keep the team's answer and when to correct it.",
-        ),
-    ] = 1,
-    search: Annotated[
-        str,
-        typer.Option(
-            "--search",
-            help="head: adaptive (each worker once a question, then calls where the policy is "
-            "unsure) or all (every workflow shape on every question, --repeats times).",
-        ),
-    ] = "adaptive",
-    policy: Annotated[
-        str,
-        typer.Option(
-            "--policy",
-            help="head: shapes (one score per workflow shape, at most 60 shapes), steps "
-            "(step by step over workers as vectors, any pool) or auto (shapes where they fit).",
-        ),
-    ] = "auto",
-    max_calls: Annotated[
-        int | None,
-        typer.Option(
-            "--max-calls",
-            help="head: worker calls this training may make, held-out runs included "
-            "[default: adaptive 2.5 a question per worker; all: what it needs].",
-            min=1,
-            show_default=False,
-        ),
-    ] = None,
-    max_cost: Annotated[
-        float | None,
-        typer.Option(
-            "--max-cost",
-            help="head: USD this training may spend (every worker needs a price).",
-            min=0,
-            show_default=False,
-        ),
-    ] = None,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="Print the estimate of calls and dollars, make no call."),
-    ] = False,
+    out: OutOption = "my-conductor",
+    method: MethodOption = "head",
+    tasks: TasksOption = "written",
+    rounds: RoundsOption = 1,
+    search: SearchOption = "adaptive",
+    policy: PolicyOption = "auto",
+    max_calls: MaxCallsOption = None,
+    max_cost: MaxCostOption = None,
+    dry_run: DryRunOption = False,
     scorer: ScorerOption = "exact",
-    limit: Annotated[
-        int | None,
-        typer.Option("--limit", help="Only the first N problems.", show_default=False),
-    ] = None,
-    holdout: Annotated[
-        float,
-        typer.Option(
-            "--holdout",
-            help="Share of problems held out for the proof (0: train on all, prove with eval).",
-        ),
-    ] = 0.2,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")] = 0,
-    repeats: Annotated[
-        int, typer.Option("--repeats", help="Runs of each (question, workflow shape).", min=1)
-    ] = 2,
-    generations: Annotated[
-        int, typer.Option("--generations", help="CMA-ES generations.", min=1)
-    ] = 60,
-    cost_weight: Annotated[
-        float,
-        typer.Option("--cost-weight", help="Reward minus this x cost ($, or 1k tokens)."),
-    ] = 0.0,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", help="Workflow runs at once.", min=1)
-    ] = 4,
-    iterations: Annotated[
-        int, typer.Option("--iterations", help="expert-iteration: rounds.", min=1)
-    ] = 3,
-    samples: Annotated[
-        int, typer.Option("--samples", help="LoRA methods: workflows sampled per question.", min=1)
-    ] = 8,
-    steps: Annotated[int, typer.Option("--steps", help="grpo: optimizer steps.", min=1)] = 40,
-    questions_per_step: Annotated[
-        int, typer.Option("--questions-per-step", help="grpo: questions a step.", min=1)
-    ] = 4,
-    eval_every: Annotated[
-        int, typer.Option("--eval-every", help="grpo: held-out score every N steps.", min=1)
-    ] = 10,
-    learning_rate: Annotated[
-        float | None,
-        typer.Option("--lr", help="LoRA learning rate [default: 1e-3 EI, 3e-4 GRPO].", min=0),
-    ] = None,
-    epochs: Annotated[
-        int, typer.Option("--epochs", help="expert-iteration: passes a round.", min=1)
-    ] = 6,
-    rank: Annotated[int, typer.Option("--rank", help="LoRA rank.", min=1)] = 16,
-    explore: Annotated[
-        float,
-        typer.Option("--explore", help="expert-iteration: share of samples with a random shape."),
-    ] = 0.25,
-    device: Annotated[
-        str, typer.Option("--device", help="LoRA methods: auto (CUDA if seen), cpu or cuda.")
-    ] = "auto",
-    force: Annotated[bool, typer.Option("--force", help="Replace a conductor of that name.")] = (
-        False
-    ),
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue an interrupted training of --out.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the training record.")] = False,
+    limit: LimitOption = None,
+    holdout: HoldoutOption = 0.2,
+    seed: SeedOption = 0,
+    repeats: RepeatsOption = 2,
+    generations: GenerationsOption = 60,
+    cost_weight: CostWeightOption = 0.0,
+    concurrency: ConcurrencyOption = 4,
+    iterations: IterationsOption = 3,
+    samples: SamplesOption = 8,
+    steps: StepsOption = 40,
+    questions_per_step: QuestionsPerStepOption = 4,
+    eval_every: EvalEveryOption = 10,
+    learning_rate: LearningRateOption = None,
+    epochs: EpochsOption = 6,
+    rank: RankOption = 16,
+    explore: ExploreOption = 0.25,
+    device: DeviceOption = "auto",
+    force: ForceOption = False,
+    resume: ResumeOption = False,
+    as_json: AsJsonOption = False,
     config: ConfigOption = None,
 ) -> None:
     """Train a conductor on your pool: it learns which workflow fits which question.
@@ -161,62 +190,47 @@ def train_cmd(
     to the right ones (or by advantage). Held-out questions measure the untrained and the
     trained conductor. Ctrl-C keeps the work done; --resume continues.
     """
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
-    from conductor_cli.evals.datasets import load_dataset, select
-    from conductor_cli.train import METHODS, train
-    from conductor_cli.train.session import HeadOptions, LoraOptions, TrainOptions
+    from conductor_cli.evals import load_dataset, select
+    from conductor_cli.train import METHODS, HeadOptions, LoraOptions, TrainOptions, train
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
     cfg = load_config(config_path(ctx, config))
     problems = select(load_dataset(dataset, file, scorer), limit=limit)
-    options = TrainOptions(
-        name=out,
-        dataset=dataset,
-        holdout=holdout,
-        seed=seed,
-        repeats=repeats,
-        cost_weight=cost_weight,
-        concurrency=concurrency,
-        force=force,
-        resume=resume,
-        head=HeadOptions(
-            generations=generations,
-            tasks=tasks,
-            rounds=rounds,
-            search=search,
-            policy=policy,
-            max_calls=max_calls,
-            max_cost=max_cost,
-            dry_run=dry_run,
-        ),
-        lora=LoraOptions(
-            iterations=iterations,
-            samples=samples,
-            steps=steps,
-            questions_per_step=questions_per_step,
-            eval_every=eval_every,
-            learning_rate=learning_rate,
-            epochs=epochs,
-            rank=rank,
-            explore=explore,
-            device=device,
-        ),
+    # fmt: off
+    head = HeadOptions(
+        generations=generations, tasks=tasks, rounds=rounds, search=search, policy=policy,
+        max_calls=max_calls, max_cost=max_cost, dry_run=dry_run,
     )
-    with _Display() as display:
-        try:
-            record = train(cfg, problems, options, method, data_file=file, on_progress=display.show)
-        except KeyboardInterrupt:
-            sys.stderr.write(
-                f"conductor: training interrupted; the runs done are kept: "
-                f"`conductor train ... --out {out} --resume` continues\n"
-            )
-            raise
-    if as_json:
-        typer.echo(json.dumps(record, indent=2))
-        return
-    typer.echo(summary(record))
+    lora = LoraOptions(
+        iterations=iterations, samples=samples, steps=steps, eval_every=eval_every,
+        questions_per_step=questions_per_step, learning_rate=learning_rate, epochs=epochs,
+        rank=rank, explore=explore, device=device,
+    )
+    options = TrainOptions(
+        name=out, dataset=dataset, holdout=holdout, seed=seed, repeats=repeats,
+        cost_weight=cost_weight, concurrency=concurrency, force=force, resume=resume,
+        head=head, lora=lora,
+    )
+    # fmt: on
+    with _Display() as display, _interrupted_note(out):
+        record = train(cfg, problems, options, method, data_file=file, on_progress=display.show)
+    typer.echo(json.dumps(record, indent=2) if as_json else summary(record))
+
+
+@contextlib.contextmanager
+def _interrupted_note(out: str) -> Iterator[None]:
+    """Ctrl-C says how to continue; the runs done are kept by the library."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"conductor: training interrupted; the runs done are kept: "
+            f"`conductor train ... --out {out} --resume` continues\n"
+        )
+        raise
 
 
 def summary(record: dict[str, Any]) -> str:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from conductor_cli.cli.present import watching
 from conductor_cli.errors import ConductorError
-from conductor_cli.server.client import Endpoint, RemoteResult, ServerGone
+from conductor_cli.server import Endpoint, RemoteResult, ServerGone
 from conductor_cli.wire import RunRequest
 
 if TYPE_CHECKING:
-    from conductor_cli.config.settings import ServerSettings
+    from conductor_cli.config import ServerSettings
 
 
 def note(line: str) -> None:
@@ -76,7 +76,7 @@ def idle_text(seconds: float) -> str:
 def pull_first(cfg: Any, *, conductor: bool) -> None:
     """Download missing catalog models here, where the progress bar shows, before the server
     would fetch them silently."""
-    from conductor_cli.models.catalog import load_catalog
+    from conductor_cli.models import load_catalog
     from conductor_cli.runtime import pull_models_for
 
     pull_models_for(cfg, load_catalog(), conductor=conductor)

@@ -19,20 +19,21 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
-from conductor_cli.models.spec import ModelSpec
-from conductor_cli.run.events import (
+from conductor_cli.models import ModelSpec
+from conductor_cli.run import (
     NestedEvent,
     PlanReady,
     PlanStarted,
     RoundEvent,
+    RunState,
     Source,
     StepFailed,
     StepFinished,
     StepRetry,
     StepSkipped,
     StepStarted,
+    StepState,
 )
-from conductor_cli.run.state import RunState, StepState
 
 # What a step's line says: the run state's status, with a finished step's source made visible
 # and every way of not finishing (its own failure, an interrupt, the run failing) as "failed".

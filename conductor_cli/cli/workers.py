@@ -15,13 +15,13 @@ app = typer.Typer(no_args_is_help=True)
 
 
 def _load_raw(path: Path) -> dict[str, Any]:
-    from conductor_cli.config.edit import load_raw
+    from conductor_cli.config import load_raw
 
     return load_raw(path)
 
 
 def _save_raw(path: Path, raw: dict[str, Any]) -> None:
-    from conductor_cli.config.edit import save_raw
+    from conductor_cli.config import save_raw
 
     save_raw(path, raw)
 
@@ -32,7 +32,7 @@ def list_cmd(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption =
     """List the workers the conductor can plan for."""
     from dataclasses import asdict
 
-    from conductor_cli.config.settings import load_config
+    from conductor_cli.config import load_config
 
     cfg = load_config(config_path(ctx, config))
     rows = [{k: v for k, v in asdict(w).items() if v is not None} for w in cfg.workers]
@@ -84,8 +84,8 @@ def add(
     workers.append(entry)
     _save_raw(path, raw)
     typer.echo(f"added {name} to {path}")
-    from conductor_cli.config.settings import load_config
-    from conductor_cli.policy.registry import pool_note
+    from conductor_cli.config import load_config
+    from conductor_cli.policy import pool_note
 
     # The embedded default's trained conductor plans only the team it was trained for.
     if (note := pool_note(load_config(path))) is not None:
@@ -127,7 +127,7 @@ def test(
     """Send each worker a tiny prompt; report latency, or the error. Exit 1 if any failed."""
     from dataclasses import asdict
 
-    from conductor_cli.config.settings import load_config, restrict_workers
+    from conductor_cli.config import load_config, restrict_workers
     from conductor_cli.errors import EXIT_RUN_FAILED
     from conductor_cli.runtime import Runtime
 

@@ -1,1 +1,44 @@
 """`conductor eval`: compare answering strategies on a dataset of problems with known answers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from conductor_cli.exports import lazy_exports
+
+# The package's public surface (what the CLI and library users import), loaded on first use.
+_EXPORTS = {
+    "load_dataset": "datasets",
+    "select": "datasets",
+    "export_grpo": "export",
+    "EvalRequest": "session",
+    "open_eval": "session",
+    "trained_notes": "strategies",
+}
+__all__ = [
+    "EvalRequest",
+    "export_grpo",
+    "load_dataset",
+    "open_eval",
+    "plot",
+    "report",
+    "select",
+    "trained_notes",
+]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from conductor_cli.evals.datasets import (
+        load_dataset,
+        select,
+    )
+    from conductor_cli.evals.export import (
+        export_grpo,
+    )
+    from conductor_cli.evals.session import (
+        EvalRequest,
+        open_eval,
+    )
+    from conductor_cli.evals.strategies import (
+        trained_notes,
+    )

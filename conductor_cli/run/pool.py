@@ -3,7 +3,7 @@ uses."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conductor_cli.backends.base import Backend
@@ -89,6 +89,56 @@ def cut_notes(config: Config, question: str, attachments: Sequence[Attachment]) 
     return notes
 
 
+@dataclass(frozen=True)
+class Makers:
+    """What building a worker's backend may use: the config (for error keys, [sandbox],
+    [mcp_servers]), the model catalog, the loaded GGUF models and the litellm helper."""
+
+    config: Config
+    catalog: Catalog
+    models: LlamaModels
+    litellm: LiteLLMProcess | None = None
+
+
+# Builds the backend of the `index`th worker of the config (`wc`), without loading a model.
+BackendMaker = Callable[[WorkerConfig, int, Makers], Backend]
+
+
+def _gguf(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+    where = config_key(m.config, f"workers[{index}].model")
+    resolved = resolve_gguf(wc.spec.name, m.catalog, where)
+    return LlamaCppBackend(m.models, resolved.path, resolved.sha256())
+
+
+def _litellm(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+    return LiteLLMBackend(
+        wc.spec.name,
+        api_base=wc.api_base,
+        api_key_env=wc.api_key_env,
+        where=config_key(m.config, f"workers[{index}] ({wc.name})"),
+        timeout_s=wc.timeout_s,
+        process=m.litellm,
+    )
+
+
+def _tool(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+    return tool_backend(wc.spec.name, m.config, config_key(m.config, f"workers[{index}].model"))
+
+
+def _mcp(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+    return mcp_backend(wc.spec, m.config, config_key(m.config, f"workers[{index}].model"))
+
+
+# One entry per kind of model a worker names (models/spec.Kind): a new backend is a module in
+# backends/ and one line here.
+BACKENDS: dict[str, BackendMaker] = {
+    "gguf": _gguf,
+    "litellm": _litellm,
+    "tool": _tool,
+    "mcp": _mcp,
+}
+
+
 def build_pool(
     config: Config,
     catalog: Catalog,
@@ -96,27 +146,10 @@ def build_pool(
     litellm: LiteLLMProcess | None = None,
 ) -> Pool:
     """Resolve every worker's model; GGUF files are checked (and fetched) but not loaded yet."""
+    makers = Makers(config, catalog, models, litellm)
     workers = []
     for i, wc in enumerate(config.workers):
-        where = config_key(config, f"workers[{i}].model")
-        backend: Backend
-        spec = wc.spec
-        if spec.local:
-            resolved = resolve_gguf(spec.name, catalog, where)
-            backend = LlamaCppBackend(models, resolved.path, resolved.sha256())
-        elif spec.kind == "mcp":
-            backend = mcp_backend(spec, config, where)
-        elif spec.tool:
-            backend = tool_backend(spec.name, config, where)
-        else:
-            backend = LiteLLMBackend(
-                spec.name,
-                api_base=wc.api_base,
-                api_key_env=wc.api_key_env,
-                where=config_key(config, f"workers[{i}] ({wc.name})"),
-                timeout_s=wc.timeout_s,
-                process=litellm,
-            )
+        backend = BACKENDS[wc.spec.kind](wc, i, makers)
         workers.append(
             Worker(config=wc, backend=backend, context_tokens=context_tokens(config, wc))
         )

@@ -14,10 +14,11 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError
+from conductor_cli.exports import lazy_exports
 
 
 def is_loopback(host: str) -> bool:
@@ -147,3 +148,20 @@ def _wait(app: Any) -> None:
         limit = app.idle_timeout_s
         if limit is not None and app.idle_for() > limit:
             return
+
+
+# The package's public surface (what the CLI and library users import), loaded on first use.
+_EXPORTS = {
+    "Endpoint": "client",
+    "RemoteResult": "client",
+    "ServerGone": "client",
+}
+__all__ = ["Endpoint", "RemoteResult", "ServerGone", "client", "daemon", "serve"]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from conductor_cli.server.client import (
+        Endpoint,
+        RemoteResult,
+        ServerGone,
+    )

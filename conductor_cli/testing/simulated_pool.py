@@ -43,7 +43,7 @@ from conductor_cli.run.messages import PROGRAM_REQUEST
 TAG = re.compile(r"\[Q(\d+)\]")
 # A seen step comes as an earlier exchange whose user turn names it (run/messages.py).
 SEEN = re.compile(r"^Step \d+ \(([^)]+)\): ", re.MULTILINE)
-# A later round's step reads the answer so far as an attachment (api._later_rounds).
+# A later round's step reads the answer so far as an attachment (run/rounds).
 ROUND_SEEN = re.compile(r"^Attached answer of round (\d+):", re.MULTILINE)
 # The helper a cue question's worker "sees" when its prompt carries an earlier round's answer.
 ROUND_ANSWER = "answer of an earlier round"

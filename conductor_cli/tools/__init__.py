@@ -9,6 +9,7 @@ so the engine asks it with seed 0 and the cache keys it by its input alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Backend
@@ -33,12 +34,25 @@ def default_description(spec: ModelSpec) -> str:
     return DESCRIPTIONS.get(spec.name, "") if spec.tool else ""
 
 
-def tool_backend(name: str, config: Config, where: str) -> Backend:
-    if name == "python":
-        from conductor_cli.tools.python_tool import PythonTool, limits_of
+def _python(config: Config) -> Backend:
+    from conductor_cli.tools.python_tool import PythonTool, limits_of
 
-        return PythonTool(limits_of(config.sandbox))
-    raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(TOOLS)}")
+    return PythonTool(limits_of(config.sandbox))
+
+
+# One entry per built-in tool, named as `tool:NAME` names it (models/spec.TOOLS lists the same
+# names for the config's check, below this package; a test keeps the two equal): a new tool is
+# a module here and one line.
+TOOL_KINDS: dict[str, Callable[[Config], Backend]] = {
+    "python": _python,
+}
+
+
+def tool_backend(name: str, config: Config, where: str) -> Backend:
+    make = TOOL_KINDS.get(name)
+    if make is None:
+        raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(TOOLS)}")
+    return make(config)
 
 
 def mcp_backend(spec: ModelSpec, config: Config, where: str) -> Backend:

@@ -1,22 +1,91 @@
 """`conductor train`: turn rewards into a better conductor (head_method.py, lora_method.py).
 
-Entry point: `train(config, problems, options)`. Kept free of imports so that pool building,
-which looks trained conductors up in `registry`, loads nothing else of this package.
+Entry point: `train(config, problems, options, method)`; `METHODS` names the methods, in the
+order the CLI offers them. Kept free of imports at load: a method's module (torch, for the
+LoRA methods) is imported only when that method trains.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from conductor_cli.exports import lazy_exports
 
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
     from conductor_cli.evals.records import Problem
-    from conductor_cli.train.session import OnProgress, TrainOptions
+    from conductor_cli.train.session import HeadOptions, LoraOptions, OnProgress, TrainOptions
+
+# (config, problems, options, method, data_file, on_progress) -> the trained conductor's record
+Trainer = Callable[
+    ["Config", "list[Problem]", "TrainOptions", str, "Path | None", "OnProgress"],
+    "dict[str, Any]",
+]
+
+
+def _head(
+    config: Config,
+    problems: list[Problem],
+    options: TrainOptions,
+    method: str,
+    data_file: Path | None,
+    on_progress: OnProgress,
+) -> dict[str, Any]:
+    from conductor_cli.train.head_method import train_head
+
+    return train_head(config, problems, options, data_file=data_file, on_progress=on_progress)
+
+
+def _lora(
+    config: Config,
+    problems: list[Problem],
+    options: TrainOptions,
+    method: str,
+    data_file: Path | None,
+    on_progress: OnProgress,
+) -> dict[str, Any]:
+    _refuse_head_options(options, method)
+    from conductor_cli.train.lora_method import train_lora
+
+    return train_lora(
+        config, problems, options, method, data_file=data_file, on_progress=on_progress
+    )
+
+
+def _refuse_head_options(options: TrainOptions, method: str) -> None:
+    """Options only the head method reads, refused by name rather than ignored."""
+    from conductor_cli.errors import InputError
+
+    head = options.head
+    if head.tasks != "written":
+        raise InputError(
+            f"--tasks {head.tasks}: only the head method fixes the words; the LoRA methods "
+            "train the conductor that writes them (leave --tasks out)"
+        )
+    if head.rounds != 1:
+        raise InputError(
+            f"--rounds {head.rounds}: only the head method learns rounds (when to keep the "
+            "team's answer); leave --rounds out with --method " + method
+        )
+    if head.max_calls is not None or head.max_cost is not None or head.dry_run:
+        raise InputError(
+            "--max-calls, --max-cost and --dry-run budget the head method's training; the LoRA "
+            f"methods sample as many workflows as --samples says (leave them out with --method "
+            f"{method})"
+        )
+
 
 # Measured here (README, "Train your conductor"): the head learns routing on 2 cores in
-# minutes and is the default; the LoRA methods (lora_method.py) need torch.
-METHODS = ("head", "expert-iteration", "grpo")
+# minutes and is the default; the LoRA methods (lora_method.py) need torch. A new method is a
+# module in train/ and one line here; the CLI's --method choices come from this table.
+TRAINERS: dict[str, Trainer] = {
+    "head": _head,
+    "expert-iteration": _lora,
+    "grpo": _lora,
+}
+METHODS = tuple(TRAINERS)
 
 
 def train(
@@ -29,48 +98,19 @@ def train(
     on_progress: OnProgress | None = None,
 ) -> dict[str, Any]:
     """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
-    if method != "head" and options.head.tasks != "written":
+    trainer = TRAINERS.get(method)
+    if trainer is None:
         from conductor_cli.errors import InputError
 
-        raise InputError(
-            f"--tasks {options.head.tasks}: only the head method fixes the words; the LoRA methods "
-            "train the conductor that writes them (leave --tasks out)"
-        )
-    if method != "head" and options.head.rounds != 1:
-        from conductor_cli.errors import InputError
+        raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
+    return trainer(config, problems, options, method, data_file, on_progress or (lambda p: None))
 
-        raise InputError(
-            f"--rounds {options.head.rounds}: only the head method learns rounds (when to keep the "
-            "team's answer); leave --rounds out with --method " + method
-        )
-    head = options.head
-    if method != "head" and (
-        head.max_calls is not None or head.max_cost is not None or head.dry_run
-    ):
-        from conductor_cli.errors import InputError
 
-        raise InputError(
-            "--max-calls, --max-cost and --dry-run budget the head method's training; the LoRA "
-            f"methods sample as many workflows as --samples says (leave them out with --method "
-            f"{method})"
-        )
-    if method != "head":
-        from conductor_cli.train.lora_method import train_lora
-
-        return train_lora(
-            config,
-            problems,
-            options,
-            method,
-            data_file=data_file,
-            on_progress=on_progress or (lambda p: None),
-        )
-    from conductor_cli.train.head_method import train_head
-
-    return train_head(
-        config,
-        problems,
-        options,
-        data_file=data_file,
-        on_progress=on_progress or (lambda p: None),
-    )
+# The package's public surface (what the CLI and library users import), loaded on first use.
+_EXPORTS = {
+    "HeadOptions": "session",
+    "LoraOptions": "session",
+    "TrainOptions": "session",
+}
+__all__ = ["METHODS", "TRAINERS", "HeadOptions", "LoraOptions", "TrainOptions", "train"]
+__getattr__ = lazy_exports(__name__, _EXPORTS)

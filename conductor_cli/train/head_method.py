@@ -20,7 +20,7 @@ import shutil
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,8 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.spend import (
+    Estimate,
     estimate,
     new_calls,
     read_spent,
@@ -72,6 +72,7 @@ from conductor_cli.train.spend import (
     tool_workers,
     write_spent,
 )
+from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.step_head import ShapeIndex, beyond_drafts, fit_steps
 from conductor_cli.train.workdir import (
     disk_full,
@@ -253,6 +254,238 @@ def _failed_workers(runs: RewardRuns, names: Sequence[str]) -> list[str]:
     return failed
 
 
+def _check_head_options(options: TrainOptions) -> None:
+    if options.repeats < 1:
+        raise InputError(f"--repeats {options.repeats}: must be at least 1")
+    if not 1 <= options.head.rounds <= MAX_ROUNDS_LIMIT:
+        raise InputError(f"--rounds {options.head.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
+    if options.head.tasks not in TASKS:
+        raise InputError(f"--tasks {options.head.tasks!r}: use one of {', '.join(TASKS)}")
+    if options.head.search not in SEARCHES:
+        raise InputError(f"--search {options.head.search!r}: use one of {', '.join(SEARCHES)}")
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What one head training is about: the pool's names, the policy and its shapes, the
+    split of the questions, and the metadata a resume must match."""
+
+    names: list[str]
+    policy: str
+    shapes: list[Shape]
+    training: list[Problem]
+    held_out: list[Problem]
+    fingerprints: dict[str, str]
+    meta: dict[str, Any]
+    repeats: int  # runs of each (question, shape) that the reward table averages
+
+    @classmethod
+    def of(
+        cls,
+        config: Config,
+        problems: Sequence[Problem],
+        options: TrainOptions,
+        held_out_ids: frozenset[str] | None,
+    ) -> _Setup:
+        c, head = config.conductor, options.head
+        names = [w.name for w in config.workers]
+        policy = resolve_policy(names, c.max_steps, head.search, head.policy)
+        if policy == "steps" and head.rounds > 1:
+            raise InputError(
+                f"--rounds {head.rounds} with the step policy (--policy steps, or auto on "
+                f"{len(names)} workers): later rounds are learned by the shape head only; train "
+                "one round, or a pool whose shapes the shape head takes (--policy shapes)"
+            )
+        shapes = candidate_shapes(names, c.max_steps, head.search, policy)
+        training, held_out = split_problems(problems, options, held_out_ids)
+        meta = {
+            "dataset": options.dataset,
+            "problems": fingerprint(problems),
+            "holdout": options.holdout,
+            "held_out": sorted(p.id for p in held_out),
+            "seed": options.seed,
+            "repeats": options.repeats,
+            "search": head.search,
+            **({"policy": policy} if policy == "steps" else {}),  # older work dirs still resume
+            "pool": registry.pool_fingerprint(config.workers),
+            "cost_weight": options.cost_weight,
+            **({"rounds": head.rounds} if head.rounds > 1 else {}),
+        }
+        return cls(
+            names,
+            policy,
+            shapes,
+            list(training),
+            list(held_out),
+            {w.name: registry.worker_fingerprint(w) for w in config.workers},
+            meta,
+            options.repeats if head.search == "all" else 1,
+        )
+
+
+@dataclass
+class _Fitted:
+    """The learned head, the shape it picks for each training question, its learning curve."""
+
+    head: Head | StepHead
+    picks: np.ndarray
+    curve: list[dict[str, float]]
+
+
+@dataclass
+class _HeadTraining:
+    """One `conductor train --method head`, step by step (train_head runs them in order)."""
+
+    config: Config
+    problems: Sequence[Problem]
+    options: TrainOptions
+    setup: _Setup
+    name: str
+    runner: Runner
+    on_progress: OnProgress
+    data_file: Path | None
+    runs: RewardRuns | None = None
+    features: PromptFeatures | None = None
+    # Calls and dollars spent by earlier attempts; None once nothing is left to write down.
+    spent: tuple[int, float] | None = None
+
+    @property
+    def work(self) -> Path:
+        return work_dir(self.name)
+
+    def reward_runs(self) -> RewardRuns:
+        s = self.setup
+        self.runs = RewardRuns(
+            self.runner,
+            s.training,
+            s.shapes,
+            s.fingerprints,
+            store_path(),
+            "",
+            Budget(),
+            self.options.concurrency,
+        )
+        return self.runs
+
+    def estimate(self, runs: RewardRuns) -> Estimate:
+        s, head = self.setup, self.options.head
+        rates = self.runner.runtime.litellm.rates
+        prices = {w.name: worker_pricing(w, rates) for w in self.config.workers}
+        measured = {
+            job
+            for job in _all_jobs(len(s.training), len(s.shapes), s.repeats)
+            if runs.get(job) is not None
+        }
+        plan = estimate(
+            self.config,
+            s.training,
+            s.shapes,
+            search=head.search,
+            repeats=s.repeats,
+            held_out=len(s.held_out),
+            rounds=head.rounds,
+            before=self.options.evaluate_before,
+            max_calls=head.max_calls,
+            measured=measured,
+            prices=prices,
+        )
+        check_spend(plan, head.max_calls, head.max_cost, rounds=head.rounds)
+        return plan
+
+    def open_budget(self, runs: RewardRuns) -> tuple[int, float]:
+        """What earlier attempts spent (a resume), and the budget left for this one."""
+        head = self.options.head
+        spent = read_spent(self.work) if self.options.resume else (0, 0.0)
+        spent = (max(spent[0], runs.own_calls()), spent[1])
+        runs.budget = Budget(
+            max_cost=None if head.max_cost is None else head.max_cost - spent[1],
+            max_calls=None if head.max_calls is None else head.max_calls - spent[0],
+            exempt=frozenset({CONDUCTOR_LABEL}),
+        )
+        self.spent = spent
+        return spent
+
+    def project(self, base: Path) -> tuple[Head, np.ndarray]:
+        """The conductor's hidden state for each training question, reduced by PCA: the
+        untrained head (zero weights) and the questions as its inputs."""
+        c, training = self.config.conductor, self.setup.training
+        infos = worker_infos(self.config.workers)
+        self.features = PromptFeatures(base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
+        hidden = []
+        for i, problem in enumerate(training):
+            hidden.append(self.features(plan_messages(problem.question, infos, (), c.max_steps)))
+            self.on_progress(Progress("features", i + 1, len(training)))
+        self.features.close()
+        self.features = None
+        x = np.stack(hidden).astype(np.float64)
+        mean, scale, components = fit_pca(x, self.options.head.pca_dims)
+        zeros = np.zeros((components.shape[0] + 1, len(self.setup.shapes)))
+        head0 = Head(mean, scale, components, zeros, tuple(self.setup.shapes))
+        return head0, head0.project(x)
+
+    def fit(
+        self, head0: Head, inputs: np.ndarray, table: np.ndarray, index: ShapeIndex | None
+    ) -> _Fitted:
+        options, shapes, names = self.options, self.setup.shapes, self.setup.names
+        curve: list[dict[str, float]] = []
+
+        def generation(g: int, value: float) -> None:
+            curve.append({"generation": g + 1, "train_reward": round(value, 4)})
+            self.on_progress(
+                Progress("evolve", g + 1, options.head.generations, f"reward {value:.3f}")
+            )
+
+        # Among shapes that are equally right, the fewer steps (a hair per step breaks ties).
+        steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
+        target = table - TIE_BREAK * steps
+        common = {
+            "seed": options.seed,
+            "generations": options.head.generations,
+            "on_generation": generation,
+        }
+        if index is not None:
+            step_weights, moves = fit_steps(inputs, target, shapes, names, **common)
+            head: Head | StepHead = StepHead(
+                head0.mean, head0.scale, head0.components, tuple(names), step_weights, moves
+            )
+            picks = index.columns(plan_steps(inputs, step_weights, moves))
+        else:
+            weights = evolve(inputs, target, **common)
+            head = replace(head0, weights=weights)
+            picks = np.argmax(inputs @ weights, axis=1)
+        return _Fitted(head, picks, curve)
+
+    def evaluate_after(self, record: dict[str, Any], runs: RewardRuns) -> None:
+        """The trained conductor on the held-out questions; with rounds, also in one round (what
+        its later rounds add)."""
+        rounds_trained = self.options.head.rounds
+        for rounds in sorted({1, rounds_trained}):
+            label = "trained conductor" + (f", {rounds} rounds" if rounds_trained > 1 else "")
+            after = held_out_score(
+                self.runner,
+                self.setup.held_out,
+                self.name,
+                self.options,
+                label,
+                self.on_progress,
+                rounds,
+                runs.budget,
+            )
+            if after is not None:
+                record["evaluations"].append({"when": "after", **after.to_dict()})
+
+    def close(self) -> None:
+        spent, runs = self.spent, self.runs
+        if spent is not None and runs is not None and self.work.is_dir():
+            # Best effort (a full disk must not hide the error that ended the run): a resume
+            # also counts the calls of this training's rows in the store.
+            with contextlib.suppress(OSError):
+                write_spent(self.work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
+        if self.features is not None:
+            self.features.close()
+        self.runner.close()
+
+
 def train_head(
     config: Config,
     problems: Sequence[Problem],
@@ -271,260 +504,185 @@ def train_head(
     started = time.monotonic()
     _require_cma()
     name = registry.check_name(options.name)
+    final = None
     if not options.head.dry_run:
         name, final = target(options)
-    if options.repeats < 1:
-        raise InputError(f"--repeats {options.repeats}: must be at least 1")
-    if not 1 <= options.head.rounds <= MAX_ROUNDS_LIMIT:
-        raise InputError(f"--rounds {options.head.rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
-    if options.head.tasks not in TASKS:
-        raise InputError(f"--tasks {options.head.tasks!r}: use one of {', '.join(TASKS)}")
-    if options.head.search not in SEARCHES:
-        raise InputError(f"--search {options.head.search!r}: use one of {', '.join(SEARCHES)}")
+    _check_head_options(options)
     check_keys(config)
-    c = config.conductor
-    names = [w.name for w in config.workers]
-    policy = resolve_policy(names, c.max_steps, options.head.search, options.head.policy)
-    if policy == "steps" and options.head.rounds > 1:
-        raise InputError(
-            f"--rounds {options.head.rounds} with the step policy (--policy steps, or auto on "
-            f"{len(names)} workers): later rounds are learned by the shape head only; train "
-            "one round, or a pool whose shapes the shape head takes (--policy shapes)"
-        )
-    shapes = candidate_shapes(names, c.max_steps, options.head.search, policy)
-    training, held_out = split_problems(problems, options, held_out_ids)
-    fingerprints = {w.name: registry.worker_fingerprint(w) for w in config.workers}
-    meta = {
-        "dataset": options.dataset,
-        "problems": fingerprint(problems),
-        "holdout": options.holdout,
-        "held_out": sorted(p.id for p in held_out),
-        "seed": options.seed,
-        "repeats": options.repeats,
-        "search": options.head.search,
-        **({"policy": policy} if policy == "steps" else {}),  # older work dirs still resume
-        "pool": registry.pool_fingerprint(config.workers),
-        "cost_weight": options.cost_weight,
-        **({"rounds": options.head.rounds} if options.head.rounds > 1 else {}),
-    }
-    work = work_dir(name)
-    runner = Runner(config, problems)
-    features: PromptFeatures | None = None
-    spent: tuple[int, float] | None = None
-    runs: RewardRuns | None = None
+    setup = _Setup.of(config, problems, options, held_out_ids)
+    job = _HeadTraining(
+        config, problems, options, setup, name, Runner(config, problems), on_progress, data_file
+    )
     try:
-        prices = {w.name: worker_pricing(w, runner.runtime.litellm.rates) for w in config.workers}
-        runs = RewardRuns(
-            runner,
-            training,
-            shapes,
-            fingerprints,
-            store_path(),
-            "",
-            Budget(),
-            options.concurrency,
-        )
-        repeats = options.repeats if options.head.search == "all" else 1
-        measured = {
-            (q, s, r)
-            for q in range(len(training))
-            for s in range(len(shapes))
-            for r in range(repeats)
-            if runs.get((q, s, r)) is not None
-        }
-        plan = estimate(
-            config,
-            training,
-            shapes,
-            search=options.head.search,
-            repeats=repeats,
-            held_out=len(held_out),
-            rounds=options.head.rounds,
-            before=options.evaluate_before,
-            max_calls=options.head.max_calls,
-            measured=measured,
-            prices=prices,
-        )
-        check_spend(plan, options.head.max_calls, options.head.max_cost, rounds=options.head.rounds)
-        if options.head.dry_run:
+        runs = job.reward_runs()
+        plan = job.estimate(runs)
+        if options.head.dry_run or final is None:
             on_progress(Progress("note", 0, 0, plan.line()))
             return {"name": name, "method": "head", "dry_run": True, "estimate": plan.to_dict()}
-        base_spec, base = resolve_base(config, "head")
+        base = resolve_base(config, "head")  # before the estimate is said: a bad base is all
         on_progress(Progress("note", 0, 0, plan.line()))
-        prepare(work, options, meta)
-        runs.run_id = _run_id(work)
-        resumed = sum(1 for m in runs.rows.values() if m.run == runs.run_id)
-        spent = read_spent(work) if options.resume else (0, 0.0)
-        spent = (max(spent[0], runs.own_calls()), spent[1])
-        runs.budget = Budget(
-            max_cost=None if options.head.max_cost is None else options.head.max_cost - spent[1],
-            max_calls=None if options.head.max_calls is None else options.head.max_calls - spent[0],
-            exempt=frozenset({CONDUCTOR_LABEL}),
-        )
-        infos = worker_infos(config.workers)
-        features = PromptFeatures(base.path, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
-        hidden = []
-        for i, problem in enumerate(training):
-            hidden.append(features(plan_messages(problem.question, infos, (), c.max_steps)))
-            on_progress(Progress("features", i + 1, len(training)))
-        features.close()
-        features = None
-        x = np.stack(hidden).astype(np.float64)
-        mean, scale, components = fit_pca(x, options.head.pca_dims)
-        zeros = np.zeros((components.shape[0] + 1, len(shapes)))
-        head0 = Head(mean, scale, components, zeros, tuple(shapes))
-        inputs = head0.project(x)
-        reward_limit = plan.rewards
-        if options.head.max_calls is not None:  # the held-out runs' share stays theirs
-            runs.budget.max_calls = reward_limit - spent[0]
-        index = ShapeIndex.of(shapes, names) if policy == "steps" else None
-        table, workflow_runs = _measure(
-            runs, inputs, options, reward_limit, spent[0], config.cache.enabled, on_progress, index
-        )
-        if options.head.max_calls is not None:
-            runs.budget.max_calls = options.head.max_calls - spent[0]
-        reward_calls = spent[0] + runs.budget.calls
-        budget_stopped = runs.stopped
-        before = None
-        if options.evaluate_before:
-            before = held_out_score(
-                runner,
-                held_out,
-                c.model,
-                options,
-                "untrained conductor",
-                on_progress,
-                options.head.rounds,
-                runs.budget,
-            )
-        curve: list[dict[str, float]] = []
-
-        def generation(g: int, value: float) -> None:
-            curve.append({"generation": g + 1, "train_reward": round(value, 4)})
-            on_progress(Progress("evolve", g + 1, options.head.generations, f"reward {value:.3f}"))
-
-        # Among shapes that are equally right, the fewer steps (a hair per step breaks ties).
-        steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
-        head: Head | StepHead
-        if index is not None:
-            step_weights, moves = fit_steps(
-                inputs,
-                table - TIE_BREAK * steps,
-                shapes,
-                names,
-                seed=options.seed,
-                generations=options.head.generations,
-                on_generation=generation,
-            )
-            head = StepHead(mean, scale, components, tuple(names), step_weights, moves)
-            picks = index.columns(plan_steps(inputs, step_weights, moves))
-        else:
-            weights = evolve(
-                inputs,
-                table - TIE_BREAK * steps,
-                seed=options.seed,
-                generations=options.head.generations,
-                on_generation=generation,
-            )
-            head = replace(head0, weights=weights)
-            picks = np.argmax(inputs @ weights, axis=1)
-        fixed, fixed_reward = best_fixed_shape(table, shapes)
-        round_head = round_part = None
-        if options.head.rounds > 1:
-            round_head, round_part = train_round_head(
-                runner,
-                base.path,
-                training,
-                [shapes[i] for i in picks],
-                shapes,
-                options,
-                work,
-                on_progress,
-                TIE_BREAK,
-            )
-        staged = stage(work)
-        head.save(staged / registry.HEAD)
-        if round_head is not None:
-            round_head.save(staged / registry.ROUND_HEAD)
-        failed = _failed_workers(runs, names)
-        record: dict[str, Any] = {
-            **record_head(
-                config, name, "head", base_spec, options, data_file, problems, training, held_out
-            ),
-            "base_sha256": file_sha256(base.path),
-            "worker_fingerprints": fingerprints,
-            "hyperparameters": {
-                "search": options.head.search,
-                "policy": policy,
-                "weights": head.size,
-                "shapes": len(shapes),
-                "max_shape_steps": max(len(s.workers) for s in shapes),
-                "repeats": repeats,
-                "pca_dims": int(components.shape[0]),
-                "generations": options.head.generations,
-                "cost_weight": options.cost_weight,
-                "optimizer": "sep-CMA-ES (cma)",
-                "tasks": options.head.tasks,
-                "rounds": options.head.rounds,
-            },
-            "estimate": plan.to_dict(),
-            "reward_table": {
-                "search": options.head.search,
-                "workflow_runs": workflow_runs,
-                "measured_share": round(workflow_runs / (len(training) * len(shapes) * repeats), 4),
-                "reused_runs": sum(
-                    1
-                    for m in (runs.get(j) for j in _all_jobs(len(training), len(shapes), repeats))
-                    if m is not None and m.run != runs.run_id
-                ),
-                "resumed_runs": resumed,
-                "worker_calls": reward_calls,
-                "budget_stopped": budget_stopped,
-                "failed_workers": failed,
-                "best_fixed_shape": fixed.label,
-                "best_fixed_shape_reward": round(fixed_reward, 4),
-                "head_train_reward": round(float(table[np.arange(len(training)), picks].mean()), 4),
-                "oracle_train_reward": round(float(table.max(axis=1).mean()), 4),
-            },
-            **({"round_table": round_part} if round_part else {}),
-            "curve": curve,
-            "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
-            "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},
-            "worker_calls": None,
-            "device": "cpu (llama.cpp)",
-            "wall_seconds": None,
-        }
-        write_json(staged / registry.RECORD, record)
-        install(work, final, options.force or options.resume)
-        # With rounds, the trained conductor in one round too: what its later rounds add.
-        for rounds in sorted({1, options.head.rounds}):
-            label = "trained conductor" + (f", {rounds} rounds" if options.head.rounds > 1 else "")
-            after = held_out_score(
-                runner, held_out, name, options, label, on_progress, rounds, runs.budget
-            )
-            if after is not None:
-                record["evaluations"].append({"when": "after", **after.to_dict()})
-        record["worker_calls"] = spent[0] + runs.budget.calls
-        record["dollars"] = round(spent[1] + runs.budget.spent, 6)
-        record["wall_seconds"] = round(time.monotonic() - started, 1)
-        write_json(final / registry.RECORD, record)
-        shutil.rmtree(work, ignore_errors=True)
-        spent = None
-        return record
+        return _train(job, runs, plan, base, final, started)
     except Exception as e:
-        full = disk_full(e, name, work)
+        full = disk_full(e, name, job.work)
         if full is not None:
             raise full from e
         raise
     finally:
-        if spent is not None and runs is not None and work.is_dir():
-            # Best effort (a full disk must not hide the error above): a resume also counts
-            # the calls of this training's rows in the store.
-            with contextlib.suppress(OSError):
-                write_spent(work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
-        if features is not None:
-            features.close()
-        runner.close()
+        job.close()
+
+
+def _train(
+    job: _HeadTraining,
+    runs: RewardRuns,
+    plan: Estimate,
+    resolved_base: tuple[Any, Any],
+    final: Path,
+    started: float,
+) -> dict[str, Any]:
+    """The training itself, once the estimate is within the limits."""
+    options, setup, work = job.options, job.setup, job.work
+    head_options = options.head
+    base_spec, base = resolved_base
+    prepare(work, options, setup.meta)
+    runs.run_id = _run_id(work)
+    resumed = sum(1 for m in runs.rows.values() if m.run == runs.run_id)
+    spent = job.open_budget(runs)
+    head0, inputs = job.project(base.path)
+    reward_limit = plan.rewards
+    if head_options.max_calls is not None:  # the held-out runs' share stays theirs
+        runs.budget.max_calls = reward_limit - spent[0]
+    index = ShapeIndex.of(setup.shapes, setup.names) if setup.policy == "steps" else None
+    table, workflow_runs = _measure(
+        runs, inputs, options, reward_limit, spent[0], job.config.cache.enabled, job.on_progress,
+        index,
+    )  # fmt: skip
+    if head_options.max_calls is not None:
+        runs.budget.max_calls = head_options.max_calls - spent[0]
+    table_notes = {
+        "workflow_runs": workflow_runs,
+        "resumed_runs": resumed,
+        "worker_calls": spent[0] + runs.budget.calls,
+        "budget_stopped": runs.stopped,
+    }
+    before = None
+    if options.evaluate_before:
+        before = held_out_score(
+            job.runner,
+            setup.held_out,
+            job.config.conductor.model,
+            options,
+            "untrained conductor",
+            job.on_progress,
+            head_options.rounds,
+            runs.budget,
+        )
+    fitted = job.fit(head0, inputs, table, index)
+    round_head = round_part = None
+    if head_options.rounds > 1:
+        round_head, round_part = train_round_head(
+            job.runner,
+            base.path,
+            setup.training,
+            [setup.shapes[i] for i in fitted.picks],
+            setup.shapes,
+            options,
+            work,
+            job.on_progress,
+            TIE_BREAK,
+        )
+    staged = stage(work)
+    fitted.head.save(staged / registry.HEAD)
+    if round_head is not None:
+        round_head.save(staged / registry.ROUND_HEAD)
+    extra = {"round_table": round_part, "before": before}
+    record = _record(job, base_spec, base.path, plan, runs, table, fitted, table_notes, extra)
+    write_json(staged / registry.RECORD, record)
+    install(work, final, options.force or options.resume)
+    job.evaluate_after(record, runs)
+    record["worker_calls"] = spent[0] + runs.budget.calls
+    record["dollars"] = round(spent[1] + runs.budget.spent, 6)
+    record["wall_seconds"] = round(time.monotonic() - started, 1)
+    write_json(final / registry.RECORD, record)
+    shutil.rmtree(work, ignore_errors=True)
+    job.spent = None
+    return record
+
+
+def _record(
+    job: _HeadTraining,
+    base_spec: Any,
+    base: Path,
+    plan: Estimate,
+    runs: RewardRuns,
+    table: np.ndarray,
+    fitted: _Fitted,
+    table_notes: dict[str, Any],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """The trained conductor's record.json (docs/architecture.md, "Trained conductor");
+    `extra`: the round head's table and the untrained conductor's held-out score, if any."""
+    before, round_part = extra["before"], extra["round_table"]
+    options, s = job.options, job.setup
+    shapes, training = s.shapes, s.training
+    fixed, fixed_reward = best_fixed_shape(table, shapes)
+    picked = table[np.arange(len(training)), fitted.picks]
+    return {
+        **record_head(
+            job.config,
+            job.name,
+            "head",
+            base_spec,
+            options,
+            job.data_file,
+            job.problems,
+            training,
+            s.held_out,
+        ),
+        "base_sha256": file_sha256(base),
+        "worker_fingerprints": s.fingerprints,
+        "hyperparameters": {
+            "search": options.head.search,
+            "policy": s.policy,
+            "weights": fitted.head.size,
+            "shapes": len(shapes),
+            "max_shape_steps": max(len(shape.workers) for shape in shapes),
+            "repeats": s.repeats,
+            "pca_dims": int(fitted.head.components.shape[0]),
+            "generations": options.head.generations,
+            "cost_weight": options.cost_weight,
+            "optimizer": "sep-CMA-ES (cma)",
+            "tasks": options.head.tasks,
+            "rounds": options.head.rounds,
+        },
+        "estimate": plan.to_dict(),
+        "reward_table": {
+            "search": options.head.search,
+            "workflow_runs": table_notes["workflow_runs"],
+            "measured_share": round(
+                table_notes["workflow_runs"] / (len(training) * len(shapes) * s.repeats), 4
+            ),
+            "reused_runs": sum(
+                1
+                for m in (runs.get(j) for j in _all_jobs(len(training), len(shapes), s.repeats))
+                if m is not None and m.run != runs.run_id
+            ),
+            "resumed_runs": table_notes["resumed_runs"],
+            "worker_calls": table_notes["worker_calls"],
+            "budget_stopped": table_notes["budget_stopped"],
+            "failed_workers": _failed_workers(runs, s.names),
+            "best_fixed_shape": fixed.label,
+            "best_fixed_shape_reward": round(fixed_reward, 4),
+            "head_train_reward": round(float(picked.mean()), 4),
+            "oracle_train_reward": round(float(table.max(axis=1).mean()), 4),
+        },
+        **({"round_table": round_part} if round_part else {}),
+        "curve": fitted.curve,
+        "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
+        "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},
+        "worker_calls": None,
+        "device": "cpu (llama.cpp)",
+        "wall_seconds": None,
+    }
 
 
 def _all_jobs(questions: int, shapes: int, repeats: int) -> list[Job]:

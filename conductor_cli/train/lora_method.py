@@ -277,6 +277,259 @@ def _conductor_dir(directory: Path, policy: Policy, record: dict[str, Any]) -> P
     return directory
 
 
+def _check_lora_options(options: TrainOptions, method: str) -> None:
+    if method not in LORA_METHODS:
+        raise InputError(f"--method {method!r}: use one of head, {', '.join(LORA_METHODS)}")
+    for flag, value in (
+        ("--repeats", options.repeats),
+        ("--samples", options.lora.samples),
+        ("--iterations", options.lora.iterations),
+        ("--steps", options.lora.steps),
+    ):
+        if value < 1:
+            raise InputError(f"{flag} {value}: must be at least 1")
+
+
+@dataclass
+class _LoraTraining:
+    """One LoRA training, step by step: sample workflows, fit them, save the step, and at the
+    end export the adapter and write the record (train_lora runs them in order)."""
+
+    config: Config
+    problems: Sequence[Problem]
+    options: TrainOptions
+    method: str
+    name: str
+    base_spec: Any
+    base: Path
+    device: str
+    lr: float
+    training: list[Problem]
+    held_out: list[Problem]
+    work: Path
+    state: dict[str, Any]
+    runner: Runner
+    encoder: Encoder
+    policy: Policy
+    on_progress: OnProgress
+    data_file: Path | None
+    fit_seconds: float = 0.0
+    sample_seconds: float = 0.0
+
+    @property
+    def experts(self) -> bool:
+        return self.method == "expert-iteration"
+
+    @property
+    def total(self) -> int:
+        return self.options.lora.iterations if self.experts else self.options.lora.steps
+
+    @property
+    def infos(self) -> list[WorkerInfo]:
+        return worker_infos(self.config.workers)
+
+    def record_of(self, **extra: Any) -> dict[str, Any]:
+        head = record_head(
+            self.config, self.name, self.method, self.base_spec, self.options, self.data_file,
+            self.problems, self.training, self.held_out,
+        )  # fmt: skip
+        return {**head, **extra}
+
+    def evaluate(self, label: str, directory: Path | None) -> HeldOut | None:
+        model = str(directory) if directory is not None else self.config.conductor.model
+        return held_out_score(
+            self.runner, self.held_out, model, self.options, label, self.on_progress
+        )
+
+    def evaluate_before(self) -> None:
+        if self.options.evaluate_before and self.state.get("before") is None:
+            before = self.evaluate("untrained conductor", None)
+            self.state["before"] = before.to_dict() if before is not None else None
+            write_json(self.work / STATE, self.state)
+
+    def sample(self, k: int, current: Path | None) -> tuple[list[Problem], list[Sample]]:
+        """Step k's questions and the workflows the current conductor wrote for them, run."""
+        options, total = self.options, self.total
+        shapes = enumerate_shapes(
+            [w.name for w in self.config.workers], self.config.conductor.max_steps
+        )
+        sampler = Sampler(self.runner, str(current or self.base_spec), self.infos, shapes, options)
+        if self.experts:
+            batch, explore, sampling = self.training, options.lora.explore, f"round {k}/{total}"
+        else:
+            order = list(range(len(self.training)))
+            random.Random(options.seed).shuffle(order)
+            per = options.lora.questions_per_step
+            batch = [self.training[order[(i + (k - 1) * per) % len(order)]] for i in range(per)]
+            explore, sampling = 0.0, f"step {k}/{total}"  # on policy
+        t0 = time.monotonic()
+        step_dir = self.work / f"samples-{k}"
+        paths.private_dir(step_dir)
+        samples = sample_round(
+            sampler,
+            batch,
+            options.lora.samples,
+            explore,
+            options.seed * 1000 + k,
+            step_dir / SAMPLES,
+            self.on_progress,
+            f"{sampling}: sampling",
+        )
+        self.sample_seconds += time.monotonic() - t0
+        return batch, samples
+
+    def fit_experts(
+        self, k: int, batch: list[Problem], samples: list[Sample]
+    ) -> tuple[int, dict[str, float | None]]:
+        """Maximum likelihood on the best shape's right samples; the experts' routing log p
+        per token before and after (did the fit take)."""
+        c, messages, infos = self.config.conductor, {p.id: p for p in batch}, self.infos
+        chosen = select_experts(samples)
+        examples = [_example(self.encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
+        rng = random.Random(self.options.seed + k)
+        batches = minibatches(chosen, MINIBATCH, rng, self.options.lora.epochs)
+        fit_before = _mean_routing_logprob(self.policy, examples)
+        for done_steps, batch_ids in enumerate(batches, 1):
+            part = [examples[i] for i in batch_ids]
+            loss = self.policy.step(part, [1.0] * len(part), self.lr)
+            label = f"round {k}/{self.total}: fitting"
+            self.on_progress(Progress(label, done_steps, len(batches), f"loss {loss:.3f}"))
+        fit_after = _mean_routing_logprob(self.policy, examples)
+        return len(examples), {"before": fit_before, "after": fit_after}
+
+    def fit_grpo(self, batch: list[Problem], samples: list[Sample]) -> int:
+        """One on-policy step, each sample weighted by its group-relative reward."""
+        c, messages, infos = self.config.conductor, {p.id: p for p in batch}, self.infos
+        weights = grpo_weights(samples)
+        used = [(s, w) for s, w in zip(samples, weights, strict=True) if s.reply and w]
+        examples = [_example(self.encoder, messages[s.q], s, infos, c.max_steps) for s, _ in used]
+        if examples:
+            self.policy.step(examples, [w for _, w in used], self.lr)
+        return len(examples)
+
+    def step(self, k: int) -> None:
+        """Sample, fit, evaluate when due, and save step k so that a resume never fits it
+        twice."""
+        work = self.work
+        # The first step samples from the base, where the policy starts.
+        current = work / f"adapter-{k - 1}" if k > 1 else None
+        batch, samples = self.sample(k, current)
+        t0 = time.monotonic()
+        fit: dict[str, float | None] | None = None
+        if self.experts:
+            kept, fit = self.fit_experts(k, batch, samples)
+        else:
+            kept = self.fit_grpo(batch, samples)
+        self.fit_seconds += time.monotonic() - t0
+        entry = _curve_entry(k, self.experts, samples, kept, fit)
+        directory = _conductor_dir(
+            work / f"adapter-{k}", self.policy, self.record_of(intermediate=k)
+        )
+        if self.experts or k % self.options.lora.eval_every == 0 or k == self.total:
+            scored = self.evaluate(
+                f"held-out after {'round' if self.experts else 'step'} {k}", directory
+            )
+            if scored is not None:
+                entry["held_out"] = scored.to_dict()
+        held = entry.get("held_out")
+        latest = f", held-out {held['accuracy']:.3f}" if held else ""
+        self.on_progress(
+            Progress(
+                "progress",
+                k,
+                self.total,
+                f"reward {entry['mean_reward']:.2f}±{entry['reward_spread']:.2f}, "
+                f"unparsed {entry['unparsed_share']:.2f}{latest}",
+            )
+        )
+        pending = work / POLICY_NEXT
+        self.policy.save(pending)
+        write_json(pending / STEP, {"step": k})
+        self.state["done"] = k
+        self.state["curve"].append(entry)
+        self.state["calls"] += sum(s.calls for s in samples)
+        self.state["samples"] += len(samples)
+        write_json(work / STATE, self.state)  # after the policy: a resume never fits k twice
+        replace_dir(pending, work / POLICY)
+        if current is not None:
+            shutil.rmtree(current, ignore_errors=True)
+
+    def finish(self, final: Path, started: float) -> dict[str, Any]:
+        """Export the adapter, check the export against torch, write the record, install."""
+        from conductor_cli.train.export_check import check_export
+
+        staged = stage(self.work)
+        self.policy.export(staged / registry.ADAPTER)
+        self.policy.save_adapter(staged / "peft")
+        self.on_progress(Progress("export check", 0, 1))
+        export = check_export(self.policy, self.base, staged / registry.ADAPTER)
+        self.on_progress(
+            Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}")
+        )
+        record = self._record(export, started)
+        write_json(staged / registry.RECORD, record)
+        install(self.work, final, self.options.force or self.options.resume)
+        shutil.rmtree(self.work, ignore_errors=True)
+        return record
+
+    def _record(self, export: dict[str, Any], started: float) -> dict[str, Any]:
+        options, state, experts = self.options, self.state, self.experts
+        last = state["curve"][-1].get("held_out") if state["curve"] else None
+        return self.record_of(
+            base_sha256=file_sha256(self.base),
+            hyperparameters={
+                "iterations" if experts else "steps": self.total,
+                "samples_per_question": options.lora.samples,
+                "questions_per_step": options.lora.questions_per_step if not experts else None,
+                "repeats": options.repeats,
+                "explore": options.lora.explore if experts else 0.0,
+                "epochs": options.lora.epochs if experts else 1,
+                "learning_rate": self.lr,
+                "lora_rank": options.lora.rank,
+                "lora_alpha": self.policy.alpha,
+                "lora_modules": list(MODULES),
+                "loss_on": "routing decisions (worker names, sees, step count)",
+                "cost_weight": options.cost_weight,
+            },
+            curve=state["curve"],
+            evaluations=(
+                ([{"when": "before", **state["before"]}] if state.get("before") else [])
+                + ([{"when": "after", **last}] if last else [])
+            ),
+            cost={
+                "workflow_samples": state["samples"],
+                "worker_calls": state["calls"],
+                "sampling_seconds_this_session": round(self.sample_seconds, 1),
+                "fitting_seconds_this_session": round(self.fit_seconds, 1),
+            },
+            export_check=export,
+            device=f"{self.device} (torch) + cpu (llama.cpp sampling)",
+            wall_seconds=round(time.monotonic() - started, 1),
+        )
+
+
+def _curve_entry(
+    k: int,
+    experts: bool,
+    samples: list[Sample],
+    kept: int,
+    fit: dict[str, float | None] | None,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "iteration" if experts else "step": k,
+        "samples": len(samples),
+        "right_share": round(float(np.mean([s.correct for s in samples])), 4),
+        "mean_reward": round(float(np.mean([s.reward for s in samples])), 4),
+        "reward_spread": round(float(np.std([s.reward for s in samples])), 4),
+        "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
+        "fitted": kept,
+    }
+    if fit is not None:
+        # The experts' routing decisions, mean log p per token, before and after.
+        entry["experts_logprob"] = fit
+    return entry
+
+
 def train_lora(
     config: Config,
     problems: Sequence[Problem],
@@ -291,24 +544,13 @@ def train_lora(
     from conductor_cli.train.policy import Policy, pick_device, require_torch
 
     started = time.monotonic()
-    if method not in LORA_METHODS:
-        raise InputError(f"--method {method!r}: use one of head, {', '.join(LORA_METHODS)}")
+    _check_lora_options(options, method)
     require_torch()
     name, final = target(options)
-    for flag, value in (
-        ("--repeats", options.repeats),
-        ("--samples", options.lora.samples),
-        ("--iterations", options.lora.iterations),
-        ("--steps", options.lora.steps),
-    ):
-        if value < 1:
-            raise InputError(f"{flag} {value}: must be at least 1")
     check_keys(config)
-    c = config.conductor
     base_spec, base = resolve_base(config, method)
     device = pick_device(options.lora.device, base.path)
     lr = options.lora.learning_rate or LEARNING_RATE[method]
-    shapes = enumerate_shapes([w.name for w in config.workers], c.max_steps)
     training, held_out = split_problems(problems, options, held_out_ids)
     meta = {
         "method": method,
@@ -325,17 +567,9 @@ def train_lora(
     }
     work = work_dir(name)
     prepare(work, options, meta)
-    state_file = work / STATE
     state: dict[str, Any] = {"done": 0, "curve": [], "calls": 0, "samples": 0}
-    if options.resume and state_file.exists():
-        state = json.loads(state_file.read_text(encoding="utf-8"))
-
-    def record_of(**extra: Any) -> dict[str, Any]:
-        head = record_head(
-            config, name, method, base_spec, options, data_file, problems, training, held_out
-        )
-        return {**head, **extra}
-
+    if options.resume and (work / STATE).exists():
+        state = json.loads((work / STATE).read_text(encoding="utf-8"))
     _settle_policy(work, state["done"])
     runner = Runner(config, problems)
     encoder = Encoder(base.path)
@@ -349,170 +583,16 @@ def train_lora(
     )
     if policy_dir.exists():
         policy.load_optimizer(policy_dir, lr)
+    job = _LoraTraining(
+        config, problems, options, method, name, base_spec, base.path, device, lr,
+        list(training), list(held_out), work, state, runner, encoder, policy, on_progress,
+        data_file,
+    )  # fmt: skip
     try:
-        infos = worker_infos(config.workers)
-        fit_seconds = 0.0
-        sample_seconds = 0.0
-
-        def evaluate(label: str, directory: Path | None) -> HeldOut | None:
-            model = str(directory) if directory is not None else c.model
-            return held_out_score(runner, held_out, model, options, label, on_progress)
-
-        if options.evaluate_before and state.get("before") is None:
-            before = evaluate("untrained conductor", None)
-            state["before"] = before.to_dict() if before is not None else None
-            write_json(state_file, state)
-        total = options.lora.iterations if method == "expert-iteration" else options.lora.steps
-        order = list(range(len(training)))
-        random.Random(options.seed).shuffle(order)
-        while state["done"] < total:
-            k = state["done"] + 1
-            # The first step samples from the base, where the policy starts.
-            current = work / f"adapter-{k - 1}" if k > 1 else None
-            sampler = Sampler(runner, str(current or base_spec), infos, shapes, options)
-            if method == "expert-iteration":
-                batch = training
-                explore = options.lora.explore
-                sampling = f"round {k}/{total}: sampling"
-            else:
-                per = options.lora.questions_per_step
-                batch = [training[order[(i + (k - 1) * per) % len(order)]] for i in range(per)]
-                explore = 0.0  # on policy
-                sampling = f"step {k}/{total}: sampling"
-            t0 = time.monotonic()
-            step_dir = work / f"samples-{k}"
-            paths.private_dir(step_dir)
-            samples = sample_round(
-                sampler,
-                batch,
-                options.lora.samples,
-                explore,
-                options.seed * 1000 + k,
-                step_dir / SAMPLES,
-                on_progress,
-                sampling,
-            )
-            sample_seconds += time.monotonic() - t0
-            messages = {p.id: p for p in batch}
-            t0 = time.monotonic()
-            fit: dict[str, float | None] | None = None  # expert iteration: did the fit take
-            if method == "expert-iteration":
-                chosen = select_experts(samples)
-                weights = [1.0] * len(chosen)
-                examples = [_example(encoder, messages[s.q], s, infos, c.max_steps) for s in chosen]
-                rng = random.Random(options.seed + k)
-                batches = minibatches(chosen, MINIBATCH, rng, options.lora.epochs)
-                fit_before = _mean_routing_logprob(policy, examples)
-                for done_steps, batch_ids in enumerate(batches, 1):
-                    part = [examples[i] for i in batch_ids]
-                    loss = policy.step(part, [1.0] * len(part), lr)
-                    on_progress(
-                        Progress(
-                            f"round {k}/{total}: fitting",
-                            done_steps,
-                            len(batches),
-                            f"loss {loss:.3f}",
-                        )
-                    )
-                kept = len(examples)
-                fit = {"before": fit_before, "after": _mean_routing_logprob(policy, examples)}
-            else:
-                weights = grpo_weights(samples)
-                used = [(s, w) for s, w in zip(samples, weights, strict=True) if s.reply and w]
-                examples = [
-                    _example(encoder, messages[s.q], s, infos, c.max_steps) for s, _ in used
-                ]
-                if examples:
-                    policy.step(examples, [w for _, w in used], lr)
-                kept = len(examples)
-            fit_seconds += time.monotonic() - t0
-            entry: dict[str, Any] = {
-                "iteration" if method == "expert-iteration" else "step": k,
-                "samples": len(samples),
-                "right_share": round(float(np.mean([s.correct for s in samples])), 4),
-                "mean_reward": round(float(np.mean([s.reward for s in samples])), 4),
-                "reward_spread": round(float(np.std([s.reward for s in samples])), 4),
-                "unparsed_share": round(float(np.mean([not s.reply for s in samples])), 4),
-                "fitted": kept,
-            }
-            if fit is not None:
-                # The experts' routing decisions, mean log p per token, before and after.
-                entry["experts_logprob"] = fit
-            directory = _conductor_dir(work / f"adapter-{k}", policy, record_of(intermediate=k))
-            evaluate_now = (
-                method == "expert-iteration" or k % options.lora.eval_every == 0 or k == total
-            )
-            if evaluate_now:
-                label = f"held-out after {'round' if method == 'expert-iteration' else 'step'} {k}"
-                scored = evaluate(label, directory)
-                if scored is not None:
-                    entry["held_out"] = scored.to_dict()
-            held = entry.get("held_out")
-            latest = f", held-out {held['accuracy']:.3f}" if held else ""
-            on_progress(
-                Progress(
-                    "progress",
-                    k,
-                    total,
-                    f"reward {entry['mean_reward']:.2f}±{entry['reward_spread']:.2f}, "
-                    f"unparsed {entry['unparsed_share']:.2f}{latest}",
-                )
-            )
-            pending = work / POLICY_NEXT
-            policy.save(pending)
-            write_json(pending / STEP, {"step": k})
-            state["done"] = k
-            state["curve"].append(entry)
-            state["calls"] += sum(s.calls for s in samples)
-            state["samples"] += len(samples)
-            write_json(state_file, state)  # after the policy: a resume never fits k twice
-            replace_dir(pending, policy_dir)
-            if current is not None:
-                shutil.rmtree(current, ignore_errors=True)
-        from conductor_cli.train.export_check import check_export
-
-        staged = stage(work)
-        policy.export(staged / registry.ADAPTER)
-        policy.save_adapter(staged / "peft")
-        on_progress(Progress("export check", 0, 1))
-        export = check_export(policy, base.path, staged / registry.ADAPTER)
-        on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
-        last = state["curve"][-1].get("held_out") if state["curve"] else None
-        record = record_of(
-            base_sha256=file_sha256(base.path),
-            hyperparameters={
-                "iterations" if method == "expert-iteration" else "steps": total,
-                "samples_per_question": options.lora.samples,
-                "questions_per_step": options.lora.questions_per_step if method == "grpo" else None,
-                "repeats": options.repeats,
-                "explore": options.lora.explore if method == "expert-iteration" else 0.0,
-                "epochs": options.lora.epochs if method == "expert-iteration" else 1,
-                "learning_rate": lr,
-                "lora_rank": options.lora.rank,
-                "lora_alpha": policy.alpha,
-                "lora_modules": list(MODULES),
-                "loss_on": "routing decisions (worker names, sees, step count)",
-                "cost_weight": options.cost_weight,
-            },
-            curve=state["curve"],
-            evaluations=(
-                ([{"when": "before", **state["before"]}] if state.get("before") else [])
-                + ([{"when": "after", **last}] if last else [])
-            ),
-            cost={
-                "workflow_samples": state["samples"],
-                "worker_calls": state["calls"],
-                "sampling_seconds_this_session": round(sample_seconds, 1),
-                "fitting_seconds_this_session": round(fit_seconds, 1),
-            },
-            export_check=export,
-            device=f"{device} (torch) + cpu (llama.cpp sampling)",
-            wall_seconds=round(time.monotonic() - started, 1),
-        )
-        write_json(staged / registry.RECORD, record)
-        install(work, final, options.force or options.resume)
-        shutil.rmtree(work, ignore_errors=True)
-        return record
+        job.evaluate_before()
+        while state["done"] < job.total:
+            job.step(state["done"] + 1)
+        return job.finish(final, started)
     except Exception as e:
         full = disk_full(e, name, work)
         if full is not None:

@@ -195,7 +195,7 @@ def train_round_head(
             f"--rounds: only {len(situations)} first rounds finished on the training questions; "
             "a round head needs at least 2 (check the pool with `conductor workers test`)"
         )
-    # What a re-planning conductor is offered, as api._later_rounds lists it.
+    # What a re-planning conductor is offered, as run/rounds lists it.
     infos = worker_infos(runner.config.workers)
     features = PromptFeatures(base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
     try:
