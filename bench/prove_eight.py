@@ -15,6 +15,11 @@ pick one worker a question: its ceiling on chain and join is 50 %.
 The training runs in a data and cache dir of its own, `--tasks fixed` (the shapes run with the
 words they were measured with), `conductor.max_steps = 3`; one `conductor eval` on the
 held-out questions compares it with the references.
+
+--partial adds two kinds that only compositions of partial workers answer (issue 44): pcheck,
+that every worker answers right at most 30 % of the time and w7 5 %, but `w7 > w3<0` 90 % (w3
+finishing w7's draft); pjoin, the same alone, but `w6 > w7 > w5<0,1` 90 % (w5 reading the two
+halves w6 and w7 give, each wrong alone).
 """
 
 from __future__ import annotations
@@ -31,12 +36,16 @@ from prove_learning import write_qa
 from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
+# --partial: two kinds more that only compositions of partial workers answer (issue 44).
+PARTIAL_KINDS = ["pcheck", "pjoin"]
 CHAIN = "w0 > w3<0"
 JOIN = "w1 > w2 > w5<0,1"
+PCHECK = "w7 > w3<0"
+PJOIN = "w6 > w7 > w5<0,1"
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
 
 
-def skills() -> dict[str, dict[str, float]]:
+def skills(partial: bool = False) -> dict[str, dict[str, float]]:
     table: dict[str, dict[str, float]] = {}
     for w in ("w0", "w1", "w2", "w3"):
         table[w] = {k: (0.95 if SPECIALIST[k] == w else 0.2) for k in SPECIALIST}
@@ -46,10 +55,15 @@ def skills() -> dict[str, dict[str, float]]:
     table["w5"] = {**{k: 0.2 for k in SPECIALIST}, "chain": 0.1, "join": 0.1}
     table["w6"] = {k: 0.1 for k in KINDS}
     table["w7"] = {**{k: 0.4 for k in SPECIALIST}, "chain": 0.1, "join": 0.15}
+    if partial:  # wrong alone: w7 a draft only w3 can finish, w6 and w7 halves only w5 joins
+        for w in table:
+            table[w]["pcheck"] = 0.05 if w in ("w6", "w7") else 0.3 if w == "w4" else 0.15
+            table[w]["pjoin"] = 0.05 if w in ("w6", "w7") else 0.3 if w == "w4" else 0.15
     return table
 
 
 HELPED = {"w3": {"chain": ("w0", 0.95)}, "w5": {"join": ("w1+w2", 0.95)}}
+PARTIAL_HELPED = {"w3": {"pcheck": ("w7", 0.9)}, "w5": {"pjoin": ("w6+w7", 0.9)}}
 
 
 def main() -> None:
@@ -61,13 +75,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--root", type=Path, default=None, help="continue the run in this dir")
+    parser.add_argument(
+        "--partial", action="store_true", help="add the kinds only partial workers composed answer"
+    )
     args = parser.parse_args()
+    kinds = KINDS + (PARTIAL_KINDS if args.partial else [])
+    helped = {
+        w: {**HELPED.get(w, {}), **(PARTIAL_HELPED.get(w, {}) if args.partial else {})}
+        for w in ("w3", "w5")
+    }
     root = args.root or temp_root()
     root.mkdir(parents=True, exist_ok=True)
-    bank = make_questions(KINDS, args.questions // len(KINDS), seed=args.seed)
+    bank = make_questions(kinds, args.questions // len(kinds), seed=args.seed)
     port_file = root / "port"
     port = int(port_file.read_text()) if port_file.exists() else 0
-    sim = SimulatedPool(bank, skills(), HELPED, port=port)
+    sim = SimulatedPool(bank, skills(args.partial), helped, port=port)
     port_file.write_text(sim.api_base.split(":")[2].split("/")[0])
     order = list(bank.values())
     random.Random(args.seed).shuffle(order)
@@ -137,7 +159,8 @@ def main() -> None:
     mine = right("conductor:eight")
     record = trained["record"]
     report = {
-        "simulation": "testing/simulated_pool.py: 8 workers, 4 specialist kinds, chain, join",
+        "simulation": "testing/simulated_pool.py: 8 workers, 4 specialist kinds, chain, join"
+        + (", pcheck, pjoin (partial workers)" if args.partial else ""),
         "training_questions": n,
         "held_out": len(ids),
         "max_calls": limit,
@@ -155,6 +178,16 @@ def main() -> None:
         "join_shapes": shapes("conductor:eight", "join"),
         "chain_share": _share(shapes("conductor:eight", "chain"), CHAIN),
         "join_share": _share(shapes("conductor:eight", "join"), JOIN),
+        **(
+            {
+                "pcheck_shapes": shapes("conductor:eight", "pcheck"),
+                "pjoin_shapes": shapes("conductor:eight", "pjoin"),
+            }
+            if args.partial
+            else {}
+        ),
+        "explore_calls": record["reward_table"].get("explore_calls"),
+        "explore_budget": record["reward_table"].get("explore_budget"),
         "minus_knn_router": paired(mine, right("knn-router")),
         "minus_best_single": paired(mine, right(best_single)),
         "minus_untrained": paired(mine, right("conductor")),
@@ -170,13 +203,17 @@ def main() -> None:
         f"--max-calls {limit}), {report['weights']} weights, policy {report['policy']}"
     )
     for s, v in sorted(refs.items(), key=lambda kv: -kv[1]["accuracy"]):
-        by_kind = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in KINDS)
+        by_kind = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in kinds)
         print(f"{s:18} {v['accuracy']:.3f} [{v['low']:.3f}, {v['high']:.3f}]  {by_kind}")
     for key in ("minus_knn_router", "minus_best_single", "minus_untrained"):
         d = report[key]
         print(f"{key:18} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
     print("chain:", report["chain_shapes"])
     print("join:", report["join_shapes"])
+    if args.partial:
+        print("pcheck:", report["pcheck_shapes"])
+        print("pjoin:", report["pjoin_shapes"])
+    print(f"input exploration: {report['explore_calls']} of {report['explore_budget']} calls")
     print(f"files in {root}")
 
 

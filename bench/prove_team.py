@@ -6,6 +6,7 @@ model wrote in the real sandbox.
 
 Run alone (llama.cpp on every core; about an hour on 2 cores with the defaults):
     .venv/bin/python bench/prove_team.py [--each 20] [--root DIR] [--coder-conductor] [--json]
+    .venv/bin/python bench/prove_team.py --steps   # the step policy against the shape head
 
 The pool (a config file; the conductor is the embedded SmolLM2, untrained):
     local  = gguf:smollm2-135m-instruct        (the embedded default's worker, same words)
@@ -80,6 +81,8 @@ def _config(workers: tuple[WorkerConfig, ...]) -> str:
 CONFIG = _config(SMALL_TEAM.workers)
 BIG_CONFIG = _config(TEAM.workers)
 TRAINED = {"team-head": ("written", DEFAULT_MODEL), "team-head-fixed": ("fixed", DEFAULT_MODEL)}
+# --steps: the step policy on the same pool (small enough for the shape head too), same words.
+STEPS = {"team-head-steps": ("fixed", DEFAULT_MODEL, "steps")}
 PLOT = REPO / "docs" / "img" / "prove-team.png"
 WORKERS = tuple(w.name for w in TEAM.workers)
 TOP_SHAPES = 3  # per kind, the shapes best in training that run on the held-out questions
@@ -93,7 +96,7 @@ def shape_of(row: dict | None) -> str:
 
 
 def train(
-    heads: dict[str, tuple[str, str]],
+    heads: dict[str, tuple[str, ...]],
     train_file: Path,
     env: dict,
     root: Path,
@@ -101,11 +104,12 @@ def train(
     config_text: str,
 ) -> dict[str, float]:
     """`conductor train` once per head (skipping heads already trained in this root), each with
-    its --tasks and its conductor model (a config of its own: the pool's words are the same)."""
+    its --tasks, its conductor model (a config of its own: the pool's words are the same) and,
+    if given, its --policy."""
     data_dir = Path(env["CONDUCTOR_DATA_DIR"])
     timings_file = root / "timings.json"
     timings = json.loads(timings_file.read_text()) if timings_file.exists() else {}
-    for name, (tasks, model) in heads.items():
+    for name, (tasks, model, *policy) in heads.items():
         if (data_dir / "conductors" / name / "record.json").exists():
             continue
         head_env = dict(env)
@@ -117,7 +121,8 @@ def train(
         start = time.monotonic()
         conductor(
             ["train", "mixed", str(train_file), "--holdout", "0", "--seed", str(seed),
-             "--out", name, "--tasks", tasks, "--concurrency", "1"],
+             "--out", name, "--tasks", tasks, "--concurrency", "1",
+             *(["--policy", policy[0]] if policy else [])],
             head_env,
             f"train {name}",
         )  # fmt: skip
@@ -209,6 +214,11 @@ def main() -> None:
     parser.add_argument(
         "--trivia", action="store_true", help="a tenth kind: everyday facts (team_questions)"
     )
+    parser.add_argument(
+        "--steps",
+        action="store_true",
+        help="the step policy against the shape head, both --tasks fixed (issue 44)",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--root", type=Path, default=None, help="continue the run in this dir")
     args = parser.parse_args()
@@ -230,7 +240,10 @@ def main() -> None:
     conductor(["models", "pull", coder_model], env, f"pull {coder_model}")
 
     coder_head = {"team-head-coder": ("fixed", coder_model)}
-    heads = dict(TRAINED, **(coder_head if args.coder_conductor else {}))
+    heads: dict[str, tuple[str, ...]] = dict(TRAINED)
+    if args.steps:
+        heads = {"team-head-fixed": TRAINED["team-head-fixed"], **STEPS}
+    heads.update(coder_head if args.coder_conductor else {})
     timings = train(heads, train_file, env, root, args.seed, config_text)
     records = {
         n: json.loads((data_dir / "conductors" / n / "record.json").read_text()) for n in heads
@@ -294,6 +307,10 @@ def main() -> None:
             by_kind[kind_of(i)][shape_of(results[strategy].get(i))] += 1
         trained[name] = {
             "tasks": heads[name][0],
+            "policy": records[name].get("hyperparameters", {}).get("policy"),
+            "calls_per_training_question": round(
+                (records[name].get("worker_calls") or 0) / max(len(train_rows), 1), 2
+            ),
             "conductor_model": heads[name][1],
             "minus_untrained": paired(right(strategy), right("conductor")),
             "minus_best_single": paired(right(strategy), right(best_single)),

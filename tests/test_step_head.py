@@ -90,8 +90,9 @@ def test_the_policy_grows_linearly_with_the_pool_and_reads_back() -> None:
         features = rng.normal(size=(5, 6))
         assert [again.choose(f) for f in features] == [head.choose(f) for f in features]
         assert again.workers == tuple(workers)
-    # 3(k + 1) a worker plus 3(k + 1), where the shape head has one column a shape
-    assert sizes == {n: 3 * 7 * (n + 1) for n in (4, 8, 16)}
+    # 5(k + 1) a worker (answer, check, judge, and what it gives as a draft and as an input)
+    # plus 3(k + 1), where the shape head has one column a shape
+    assert sizes == {n: 7 * (5 * n + 3) for n in (4, 8, 16)}
 
 
 def test_the_search_buys_checks_of_the_best_two_and_joins_of_the_best_three() -> None:
@@ -149,3 +150,146 @@ def test_either_head_loads_from_one_reader_and_a_bad_file_is_one_line(tmp_path) 
         path.write_text(text)
         with pytest.raises(ModelError, match="not a readable trained head"):
             load_head(path)
+
+
+# Issue 44: workers valued for what they give. pcheck: w7 is wrong alone, w3 finishing w7's
+# draft is right; pjoin: w6 and w7 are wrong alone, w5 reading both is right (as in
+# bench/prove_eight.py --partial, a simulation).
+PARTIAL_KINDS = [*KINDS, "pcheck", "pjoin"]
+
+
+def partial_right(shape: Shape, kind: str) -> float:
+    last = shape.workers[-1]
+    seen = {shape.workers[i] for i in shape.sees[-1]}
+    if kind == "pcheck":
+        return 0.9 if last == "w3" and "w7" in seen else 0.05 if last in ("w6", "w7") else 0.2
+    if kind == "pjoin":
+        if last == "w5" and {"w6", "w7"} <= seen:
+            return 0.9
+        return 0.05 if last in ("w6", "w7") else 0.2
+    return right(shape, kind)
+
+
+def test_a_worker_wrong_alone_is_planned_where_it_is_the_best_input() -> None:
+    workers = [f"w{i}" for i in range(8)]
+    shapes = candidate_shapes(workers, 3, "adaptive", "steps")
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(len(PARTIAL_KINDS), 16)) * 2
+    kinds = rng.integers(0, len(PARTIAL_KINDS), 200)
+    x = np.hstack([np.ones((200, 1)), centres[kinds] + 0.5 * rng.normal(size=(200, 16))])
+    steps = np.array([len(s.workers) for s in shapes])
+    table = np.array([[partial_right(s, PARTIAL_KINDS[k]) for s in shapes] for k in kinds])
+    weights, moves = fit_steps(x, table - 0.001 * steps, shapes, workers, seed=0, generations=20)
+    held = rng.integers(0, len(PARTIAL_KINDS), 200)
+    hx = np.hstack([np.ones((200, 1)), centres[held] + 0.5 * rng.normal(size=(200, 16))])
+    p = plan(hx, weights, moves)
+    chosen: dict[str, Counter[str]] = {k: Counter() for k in PARTIAL_KINDS}
+    for row, k in enumerate(held):
+        chosen[PARTIAL_KINDS[k]][shape_of(p, row, workers).label] += 1
+    # The drafts a checker and a judge read are the ones that give most, not the best alone.
+    assert chosen["pcheck"]["w7 > w3<0"] >= 0.8 * sum(chosen["pcheck"].values()), chosen
+    assert chosen["pjoin"]["w6 > w7 > w5<0,1"] >= 0.8 * sum(chosen["pjoin"].values()), chosen
+    assert chosen["join"]["w1 > w2 > w5<0,1"] >= 0.8 * sum(chosen["join"].values()), chosen
+
+
+def test_a_step_head_from_before_gives_plans_its_drafts_from_the_answers() -> None:
+    workers = ("w0", "w1", "w2")
+    rng = np.random.default_rng(6)
+    shapes = candidate_shapes(list(workers), 3, "adaptive", "steps")
+    x = np.hstack([np.ones((12, 1)), rng.normal(size=(12, 3))])
+    weights, moves = fit_steps(x, rng.random((12, len(shapes))), shapes, list(workers), seed=0,
+                               generations=2)  # fmt: skip
+    head = StepHead(np.zeros(3), np.ones(3), np.eye(3), workers, weights, moves)
+    old = head.to_dict()
+    del old["draft"], old["feed"]  # a head trained before issue 44
+    again = StepHead.from_dict(old)
+    assert again.weights.draft is None and again.size == 3 * 4 * 4
+    p = plan(x, again.weights, 3)
+    order = np.argsort(-(x @ again.weights.answer.T), axis=1, kind="stable")
+    assert (p.draft == order[:, 0]).all() and (p.left == order[:, 0]).all()
+    assert (p.right == order[:, 1]).all()
+
+
+def _search(kinds: list[str], seed: int, per_question: float = 19.0):
+    """The adaptive search on a pure numpy simulation of bench/prove_eight.py's pool: (the
+    observations, the questions' kinds, the shapes, what exploration spent)."""
+    from conductor_cli.train.adaptive import search
+    from conductor_cli.train.explore import Observations, neighbours
+
+    workers = [f"w{i}" for i in range(8)]
+    shapes = candidate_shapes(workers, 3, "adaptive", "steps")
+    index = ShapeIndex.of(shapes, workers)
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(len(kinds), 16)) * 2
+    n = 160
+    kind = rng.integers(0, len(kinds), n)
+    x = np.hstack([np.ones((n, 1)), centres[kind] + 0.5 * rng.normal(size=(n, 16))])
+    p = np.array([[partial_right(s, kinds[k]) for s in shapes] for k in kind])
+    obs = Observations.empty(n, len(shapes))
+    spent = [0]
+
+    def measure(jobs: list[tuple[int, int]]) -> None:
+        for q, s in jobs:
+            obs.add(q, s, 1.0 if rng.random() < p[q, s] else 0.5)
+            spent[0] += 1
+
+    measure([(q, int(s)) for q in range(n) for s in index.single])
+    calls = [0 if s in set(index.single.tolist()) else 1 for s in range(len(shapes))]
+    limit = int(per_question * n)
+    used = search(
+        obs, neighbours(x), calls, lambda: limit - spent[0], measure,
+        lambda: spent[0] >= limit, rng, 40, np.zeros((n, len(shapes)), dtype=bool), index,
+        floor=0.5,
+    )  # fmt: skip
+    assert spent[0] <= limit
+    return obs, [kinds[k] for k in kind], shapes, used
+
+
+def test_the_search_tries_partial_workers_as_drafts_within_its_share() -> None:
+    """Before issue 44 the search never bought a shape in which w3 reads w7 (w7 is never among
+    the best alone); now input exploration finds one right, within EXPLORE_SHARE of the budget
+    left after the single runs."""
+    from conductor_cli.train.step_head import EXPLORE_SHARE
+
+    found = 0
+    for seed in range(4):
+        obs, kinds, shapes, used = _search(PARTIAL_KINDS, seed)
+        reads = [i for i, s in enumerate(shapes) if s.workers[-1] == "w3" and
+                 "w7" in {s.workers[j] for j in s.sees[-1]}]  # fmt: skip
+        rows = [q for q, k in enumerate(kinds) if k == "pcheck"]
+        found += (obs.sums[np.ix_(rows, reads)] >= 1.0).sum() >= 3
+        assert 0 < used.explore_calls <= used.explore_budget
+        assert used.explore_budget == int(EXPLORE_SHARE * (19 * 160 - 8 * 160))
+    assert found >= 3
+
+
+def test_input_exploration_draws_readers_proven_elsewhere_and_unseen_drafts() -> None:
+    """w5 judged w1 and w2 right on other questions: at a question where nothing works yet,
+    it is the judge drawn most; a tool starts ahead as a draft."""
+    from conductor_cli.train.explore import Observations
+    from conductor_cli.train.step_head import explore_inputs
+
+    workers = [f"w{i}" for i in range(8)]
+    shapes = candidate_shapes(workers, 3, "adaptive", "steps")
+    index = ShapeIndex.of(shapes, workers)
+    obs = Observations.empty(60, len(shapes))
+    labels = [s.label for s in shapes]
+    for q in range(60):
+        for s in index.single:
+            obs.add(q, int(s), 0.5)  # every worker wrong alone everywhere
+    for q in range(30):  # w5 reading w1 and w2 right on half the questions
+        obs.add(q, labels.index("w1 > w2 > w5<0,1"), 1.0)
+    near = np.arange(60)[:, None]  # each question its own neighbourhood
+    calls = [1] * len(shapes)
+    judges: Counter[str] = Counter()
+    drafts: Counter[str] = Counter()
+    for seed in range(40):
+        jobs = explore_inputs(obs, near, index, calls, 10_000, np.random.default_rng(seed), 60,
+                              floor=0.5, tools=[6])  # fmt: skip
+        for q, s in jobs:
+            if q >= 30 and len(shapes[s].workers) == 3:
+                judges[shapes[s].workers[2]] += 1
+            if q >= 30 and len(shapes[s].workers) == 2:
+                drafts[shapes[s].workers[0]] += 1
+    assert judges.most_common(1)[0][0] == "w5", judges
+    assert drafts.most_common(1)[0][0] == "w6", drafts  # the tool

@@ -298,6 +298,29 @@ def test_a_three_step_kind_is_learned(tmp_path: Path, gguf_path: Path) -> None:
         sim.close()
 
 
+def split_files(bank: dict, training: int, tmp_path: Path) -> tuple[Path, Path]:
+    """The bank as a user types it: the first `training` questions to train on, the rest
+    held out (files in tmp_path)."""
+    rows = [
+        {"id": f"q{q.number}", "question": q.text, "answer": q.answer, "instruction": False}
+        for q in bank.values()
+    ]
+    data, held = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[:training]))
+    held.write_text("".join(json.dumps(r) + "\n" for r in rows[training:]))
+    return data, held
+
+
+def eval_shapes(home: Path, bank: dict, kinds: list[str]) -> dict[str, list[str]]:
+    """The workflow shape the eval's conductor chose for each held-out question, by kind."""
+    shapes: dict[str, list[str]] = {k: [] for k in kinds}
+    for path in (home / "data" / "evals").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            shapes[bank[int(row["problem_id"][1:])].kind].append(row["detail"]["shape"])
+    return shapes
+
+
 # Eight workers (issue 34's part 3), as in bench/prove_eight.py but with fewer questions, so
 # with wider gaps: w0 checked by w3 solves chain, w1 and w2 seen by w5 solve join; w0 is
 # arith's specialist, the others are noise.
@@ -324,13 +347,7 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
     try:
         config = sim.config(tmp_path / "eight.toml", max_steps=3)
         # 60 to train on, as a user types them; 10 the training never sees.
-        rows = [
-            {"id": f"q{q.number}", "question": q.text, "answer": q.answer, "instruction": False}
-            for q in bank.values()
-        ]
-        data, held = tmp_path / "eight.jsonl", tmp_path / "held.jsonl"
-        data.write_text("".join(json.dumps(r) + "\n" for r in rows[:60]))
-        held.write_text("".join(json.dumps(r) + "\n" for r in rows[60:]))
+        data, held = split_files(bank, 60, tmp_path)
         # More shapes than the shape head takes: one line, and what to do.
         proc = run_cli(
             "train", "qa", str(data), "--config", str(config), "--policy", "shapes", "--dry-run"
@@ -349,7 +366,8 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
         hyper = record["hyperparameters"]
         assert hyper["policy"] == "steps"  # auto, beyond the shape head
         assert hyper["shapes"] == 8 + 64 + 8 * 28
-        assert hyper["weights"] == 3 * 9 * (hyper["pca_dims"] + 1)  # linear in the pool
+        # linear in the pool: 5 vectors a worker (issue 44: what it gives, too) and 3 gates
+        assert hyper["weights"] == (5 * 8 + 3) * (hyper["pca_dims"] + 1)
         assert record["worker_calls"] <= 25 * 60 and sim.calls <= 25 * 60
         out = tmp_path / "eval.json"
         proc = run_cli(
@@ -357,12 +375,7 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
             "--quiet", "--json-out", str(out),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
-        shapes: dict[str, list[str]] = {"arith": [], "chain": [], "join": []}
-        for path in (tmp_path / "eight" / "data" / "evals").glob("*.jsonl"):
-            for line in path.read_text().splitlines():
-                row = json.loads(line)
-                kind = bank[int(row["problem_id"][1:])].kind
-                shapes[kind].append(row["detail"]["shape"])
+        shapes = eval_shapes(tmp_path / "eight", bank, ["arith", "chain", "join"])
         assert [len(v) for v in shapes.values()] == [2, 4, 4], shapes
         # chain: w3 reads w0's answer, as the two-step chain for the most part; join: the
         # three steps; arith: w0's answer (a step that only ties may come first, a call for
@@ -373,5 +386,52 @@ def test_eight_workers_learn_a_chain_and_a_join_step_by_step(
         assert shapes["join"].count("w1 > w2 > w5<0,1") >= 2, shapes
         assert all(s == "w0" or s.endswith("> w0<0,1") or s.endswith("> w0<0")
                    for s in shapes["arith"]), shapes  # fmt: skip
+    finally:
+        sim.close()
+
+
+# Issue 44: a partial worker. w2 is wrong alone on pcheck, but w3 finishing w2's draft is
+# right; w0 is arith's specialist. The step policy's search buys checks of the best two alone
+# (never w2 here): only input exploration tries w2 as a draft.
+PARTIAL = {
+    "w0": {"arith": 0.95, "pcheck": 0.2},
+    "w1": {"arith": 0.3, "pcheck": 0.25},
+    "w2": {"arith": 0.1, "pcheck": 0.05},
+    "w3": {"arith": 0.1, "pcheck": 0.2},
+}
+PARTIAL_HELPED = {"w3": {"pcheck": ("w2", 0.95)}}
+
+
+def test_a_worker_wrong_alone_is_learned_as_the_draft_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gguf_path: Path
+) -> None:
+    fresh_dirs(tmp_path, monkeypatch, "partial")
+    bank = make_questions(["arith", "pcheck"], 24)
+    sim = SimulatedPool(bank, PARTIAL, PARTIAL_HELPED)
+    try:
+        config = sim.config(tmp_path / "partial.toml", max_steps=2)
+        data, held = split_files(bank, 40, tmp_path)
+        proc = run_cli(
+            "train", "qa", str(data), "--config", str(config), "--out", "partial", "--json",
+            "--policy", "steps", "--max-calls", str(10 * 40), *TRAIN,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads(proc.stdout)
+        table = record["reward_table"]
+        assert record["hyperparameters"]["policy"] == "steps"
+        assert 0 < table["explore_calls"] <= table["explore_budget"], table
+        assert record["worker_calls"] <= 10 * 40 and sim.calls <= 10 * 40
+        # w3 was run reading w2 on pcheck questions during the training.
+        assert any(w == "w3" and "w2" in seen for w, seen in sim.log), "never explored"
+        out = tmp_path / "eval.json"
+        proc = run_cli(
+            "eval", "qa", str(held), "--config", str(config), "--strategies", "conductor:partial",
+            "--quiet", "--json-out", str(out),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        shapes = eval_shapes(tmp_path / "partial", bank, ["arith", "pcheck"])
+        assert shapes["pcheck"] and shapes["arith"], shapes
+        assert shapes["pcheck"].count("w2 > w3<0") >= len(shapes["pcheck"]) - 1, shapes
+        assert all(s.startswith("w0") for s in shapes["arith"]), shapes
     finally:
         sim.close()

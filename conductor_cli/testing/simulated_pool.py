@@ -69,6 +69,10 @@ KIND_TEXT = {
     "cue": "Recall the code word that opens locker number {n}.",
     "calc": "What is {n} * 7919 + 13?",
     "join": "Compare two independent drafts, then settle case {n} of the ledger audit.",
+    # Kinds that only a composition of partial workers answers (issue 44): a draft to be
+    # checked, two fragments to be read together.
+    "pcheck": "Sketch the fragment, then have it verified: cipher sheet {n}.",
+    "pjoin": "Gather both halves of the record, then reconcile archive entry {n}.",
 }
 
 

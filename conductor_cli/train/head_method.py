@@ -47,7 +47,8 @@ from conductor_cli.policy.step_head import plan as plan_steps
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
-from conductor_cli.train.explore import Observations, estimates, neighbours, next_batch
+from conductor_cli.train.adaptive import search
+from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
 from conductor_cli.train.head import best_fixed_shape, evolve, fit_pca
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
@@ -73,7 +74,7 @@ from conductor_cli.train.spend import (
     write_spent,
 )
 from conductor_cli.train.spend import check as check_spend
-from conductor_cli.train.step_head import ShapeIndex, beyond_drafts, fit_steps
+from conductor_cli.train.step_head import ShapeIndex, fit_steps
 from conductor_cli.train.workdir import (
     disk_full,
     install,
@@ -157,10 +158,13 @@ def _measure(
     cached: bool,
     on_progress: OnProgress,
     index: ShapeIndex | None = None,
-) -> tuple[np.ndarray, int]:
+    explored: dict[str, int] | None = None,
+) -> tuple[np.ndarray, int, np.ndarray]:
     """Measure rewards within `reward_limit` calls; returns (the table the head learns from,
-    the workflow runs it rests on). `index`: the step policy's, whose search buys only the
-    chains and joins it could make (step_head.beyond_drafts)."""
+    the workflow runs it rests on, the runs behind each of its estimates). `index`: the step
+    policy's, whose search buys only the chains and joins it could make (beyond_drafts) and
+    explores workers as inputs (adaptive.search); what that exploration spent goes into
+    `explored`."""
     shapes = runs.shapes
     n = len(runs.training)
     repeats = options.repeats if options.head.search == "all" else 1
@@ -193,7 +197,8 @@ def _measure(
         measure([(q, s, r) for r in range(repeats) for q in range(n) for s in rest])
         table = obs.means()
         estimated = estimates(obs, near, PARSED)
-        return np.where(np.isnan(table), estimated, table), len(jobs_seen)
+        support = pooled(obs, near)[1]
+        return np.where(np.isnan(table), estimated, table), len(jobs_seen), support
     # What an earlier training measured (a worker added since, a resumed training) is known.
     measure([(q, s, 0) for q in range(n) for s in range(len(shapes)) if runs.get((q, s, 0))])
     rng = np.random.default_rng(options.seed)
@@ -201,26 +206,24 @@ def _measure(
     paid = {k for i in singles for k in step_keys(shapes[i], tools)}
     calls = [new_calls([s], tools, cached, paid) for s in shapes]
     batch = max(4 * options.concurrency, n // 4)
-    closed = _settled(runs)
-    if index is not None:
-        answers = estimates(obs, near, PARSED)[:, index.single]
-        closed |= beyond_drafts(index, answers, len(shapes))
-    while not runs.stopped:
-        jobs = next_batch(
-            obs,
-            near,
-            calls,
-            reward_limit - spent(),
-            rng,
-            batch,
-            closed,
-            floor=PARSED,
-            per_call=index is not None,
-        )
-        if not jobs:
-            break
-        measure([(q, s, 0) for q, s in jobs])
-    return estimates(obs, near, PARSED), len(jobs_seen)
+    names = [w.name for w in runs.runner.config.workers]
+    spent_search = search(
+        obs,
+        near,
+        calls,
+        lambda: reward_limit - spent(),
+        lambda jobs: measure([(q, s, 0) for q, s in jobs]),
+        lambda: runs.stopped,
+        rng,
+        batch,
+        _settled(runs),
+        index,
+        floor=PARSED,
+        tools=[i for i, name in enumerate(names) if name in tools],
+    )
+    if explored is not None:
+        explored.update(vars(spent_search))
+    return estimates(obs, near, PARSED), len(jobs_seen), pooled(obs, near)[1]
 
 
 def _settled(runs: RewardRuns) -> np.ndarray:
@@ -424,8 +427,15 @@ class _HeadTraining:
         return head0, head0.project(x)
 
     def fit(
-        self, head0: Head, inputs: np.ndarray, table: np.ndarray, index: ShapeIndex | None
+        self,
+        head0: Head,
+        inputs: np.ndarray,
+        table: np.ndarray,
+        index: ShapeIndex | None,
+        support: np.ndarray | None = None,
     ) -> _Fitted:
+        """The head (shapes) or the step policy (`index`; `support`: the runs behind each
+        estimate of the table) that scores best on the table."""
         options, shapes, names = self.options, self.setup.shapes, self.setup.names
         curve: list[dict[str, float]] = []
 
@@ -444,7 +454,9 @@ class _HeadTraining:
             "on_generation": generation,
         }
         if index is not None:
-            step_weights, moves = fit_steps(inputs, target, shapes, names, **common)
+            step_weights, moves = fit_steps(
+                inputs, target, shapes, names, support=support, **common
+            )
             head: Head | StepHead = StepHead(
                 head0.mean, head0.scale, head0.components, tuple(names), step_weights, moves
             )
@@ -552,9 +564,10 @@ def _train(
     if head_options.max_calls is not None:  # the held-out runs' share stays theirs
         runs.budget.max_calls = reward_limit - spent[0]
     index = ShapeIndex.of(setup.shapes, setup.names) if setup.policy == "steps" else None
-    table, workflow_runs = _measure(
+    explored: dict[str, int] = {}
+    table, workflow_runs, support = _measure(
         runs, inputs, options, reward_limit, spent[0], job.config.cache.enabled, job.on_progress,
-        index,
+        index, explored,
     )  # fmt: skip
     if head_options.max_calls is not None:
         runs.budget.max_calls = head_options.max_calls - spent[0]
@@ -563,6 +576,7 @@ def _train(
         "resumed_runs": resumed,
         "worker_calls": spent[0] + runs.budget.calls,
         "budget_stopped": runs.stopped,
+        **explored,
     }
     before = None
     if options.evaluate_before:
@@ -576,7 +590,7 @@ def _train(
             head_options.rounds,
             runs.budget,
         )
-    fitted = job.fit(head0, inputs, table, index)
+    fitted = job.fit(head0, inputs, table, index, support)
     round_head = round_part = None
     if head_options.rounds > 1:
         round_head, round_part = train_round_head(
@@ -669,6 +683,7 @@ def _record(
             "resumed_runs": table_notes["resumed_runs"],
             "worker_calls": table_notes["worker_calls"],
             "budget_stopped": table_notes["budget_stopped"],
+            **{k: v for k, v in table_notes.items() if k.startswith("explore_")},
             "failed_workers": _failed_workers(runs, s.names),
             "best_fixed_shape": fixed.label,
             "best_fixed_shape_reward": round(fixed_reward, 4),

@@ -1,0 +1,105 @@
+"""The adaptive search's loop (`conductor train --search adaptive`, the default): once every
+worker has run alone on every training question, batch after batch of the shapes worth
+measuring next (explore.next_batch), until the budget is spent or every question is settled.
+
+For the step policy the search buys only the checks and joins the policy could make
+(step_head.beyond_drafts), drawn again each batch from what the workers have shown they give
+when seen, and it spends a share of the budget (step_head.EXPLORE_SHARE) trying workers as
+drafts and inputs they were not chosen for (step_head.explore_inputs): a worker wrong alone
+but right to read is found only that way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from conductor_cli.train.explore import (
+    MIN_GAIN,
+    PRIOR_RUNS,
+    Observations,
+    estimates,
+    next_batch,
+    pooled,
+)
+from conductor_cli.train.step_head import (
+    EXPLORE_SHARE,
+    ShapeIndex,
+    beyond_drafts,
+    explore_inputs,
+)
+
+Jobs = list[tuple[int, int]]  # (training question, shape)
+
+
+@dataclass
+class Spent:
+    """What the loop bought beyond the exploitation: calls priced for input exploration, and
+    the share of the budget it was allowed."""
+
+    explore_calls: int = 0
+    explore_budget: int = 0
+    explore_jobs: int = 0
+
+
+def _beyond(obs: Observations, near: np.ndarray, index: ShapeIndex, floor: float) -> np.ndarray:
+    """(n, S) the checks and joins the step policy's search does not buy at each question:
+    those beyond its drafts (step_head.beyond_drafts), unless runs in the neighbourhood have
+    shown the check or join better than the best worker alone there (a draft found by
+    explore_inputs, confirmed or refuted by the runs this opens)."""
+    sums, counts = pooled(obs, near)
+    sums = np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+    mean = sums / (counts + PRIOR_RUNS)
+    single = mean[:, index.single].max(axis=1, keepdims=True)
+    beyond = beyond_drafts(index, estimates(obs, near, floor)[:, index.single], mean.shape[1])
+    composite = np.ones(mean.shape[1], dtype=bool)
+    composite[index.single] = False
+    return beyond & ~(composite & (counts > 0) & (mean > single + MIN_GAIN))
+
+
+def search(
+    obs: Observations,
+    near: np.ndarray,
+    calls: Sequence[int],
+    left: Callable[[], int],
+    measure: Callable[[Jobs], None],
+    stopped: Callable[[], bool],
+    rng: np.random.Generator,
+    batch: int,
+    closed: np.ndarray,
+    index: ShapeIndex | None = None,
+    *,
+    floor: float = 0.0,
+    tools: Sequence[int] = (),
+) -> Spent:
+    """Measure batch after batch; `left()`: the calls the budget still allows, `measure(jobs)`
+    adds each job's reward to `obs`, `closed` (n, S): pairs never to buy (settled by an
+    earlier training). Returns what input exploration spent."""
+    spent = Spent()
+    steps = index is not None
+    if index is not None:
+        spent.explore_budget = int(EXPLORE_SHARE * max(0, left()))
+    while not stopped():
+        shut = closed
+        if index is not None:
+            shut = closed | _beyond(obs, near, index, floor)
+        jobs = next_batch(obs, near, calls, left(), rng, batch, shut, floor=floor, per_call=steps)
+        extra: Jobs = []
+        if index is not None and spent.explore_calls < spent.explore_budget:
+            taken = set(jobs)
+            room = min(
+                spent.explore_budget - spent.explore_calls,
+                left() - sum(calls[s] for _, s in jobs),
+            )
+            drawn = explore_inputs(
+                obs, near, index, calls, room, rng, batch, floor=floor, tools=tools
+            )
+            extra = [job for job in drawn if job not in taken]
+            spent.explore_calls += sum(calls[s] for _, s in extra)
+            spent.explore_jobs += len(extra)
+        if not jobs and not extra:
+            break
+        measure(jobs + extra)
+    return spent
