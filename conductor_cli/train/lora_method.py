@@ -19,6 +19,7 @@ planned greedily through `ask`'s path with it: the held-out curve in `record.jso
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import shutil
@@ -328,6 +329,13 @@ class _LoraTraining:
     def infos(self) -> list[WorkerInfo]:
         return worker_infos(self.config.workers)
 
+    @functools.cached_property
+    def shapes(self) -> list[Shape]:
+        """Every workflow shape the conductor may write for this pool (what it samples)."""
+        return enumerate_shapes(
+            [w.name for w in self.config.workers], self.config.conductor.max_steps
+        )
+
     def record_of(self, **extra: Any) -> dict[str, Any]:
         head = record_head(
             self.config, self.name, self.method, self.base_spec, self.options, self.data_file,
@@ -350,10 +358,9 @@ class _LoraTraining:
     def sample(self, k: int, current: Path | None) -> tuple[list[Problem], list[Sample]]:
         """Step k's questions and the workflows the current conductor wrote for them, run."""
         options, total = self.options, self.total
-        shapes = enumerate_shapes(
-            [w.name for w in self.config.workers], self.config.conductor.max_steps
+        sampler = Sampler(
+            self.runner, str(current or self.base_spec), self.infos, self.shapes, options
         )
-        sampler = Sampler(self.runner, str(current or self.base_spec), self.infos, shapes, options)
         if self.experts:
             batch, explore, sampling = self.training, options.lora.explore, f"round {k}/{total}"
         else:
