@@ -3,10 +3,10 @@ worker has run alone on every training question, batch after batch of the shapes
 measuring next (explore.next_batch), until the budget is spent or every question is settled.
 
 For the step policy the search buys only the checks and joins the policy could make
-(step_head.beyond_drafts), drawn again each batch from what the workers have shown they give
-when seen, and it spends a share of the budget (step_head.EXPLORE_SHARE) trying workers as
-drafts and inputs they were not chosen for (step_head.explore_inputs): a worker wrong alone
-but right to read is found only that way.
+(step_head.beyond_drafts) and those that runs near a question have shown better than the
+best worker alone there, and it spends a share of the budget (step_head.EXPLORE_SHARE)
+trying workers as drafts and inputs they were not chosen for (step_head.explore_inputs): a
+worker wrong alone but right to read is found only that way.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from conductor_cli.train.explore import (
     estimates,
     next_batch,
     pooled,
+    right_runs,
 )
 from conductor_cli.train.step_head import (
     EXPLORE_SHARE,
@@ -50,7 +51,7 @@ def _beyond(obs: Observations, near: np.ndarray, index: ShapeIndex, floor: float
     shown the check or join better than the best worker alone there (a draft found by
     explore_inputs, confirmed or refuted by the runs this opens)."""
     sums, counts = pooled(obs, near)
-    sums = np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+    sums = right_runs(sums, counts, floor)
     mean = sums / (counts + PRIOR_RUNS)
     single = mean[:, index.single].max(axis=1, keepdims=True)
     beyond = beyond_drafts(index, estimates(obs, near, floor)[:, index.single], mean.shape[1])

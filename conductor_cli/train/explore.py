@@ -77,6 +77,13 @@ def estimates(obs: Observations, near: np.ndarray, prior: float = 0.0) -> np.nda
     return (sums + PRIOR_RUNS * prior) / (counts + PRIOR_RUNS)
 
 
+def right_runs(sums: np.ndarray, counts: np.ndarray, floor: float) -> np.ndarray:
+    """Reward sums on a 0-1 scale from a wrong answer (`floor`) to a right one: the runs'
+    mass of rightness, for Beta posteriors (a Beta's uniform prior then means "as likely right
+    as wrong", not "surely wrong")."""
+    return np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+
+
 def next_batch(
     obs: Observations,
     near: np.ndarray,
@@ -96,9 +103,7 @@ def next_batch(
     MIN_GAIN), and the questions are served in that order: a two-step check before a
     three-step join that promises no more."""
     sums, counts = pooled(obs, near)
-    # On a 0-1 scale from a wrong answer to a right one: a Beta's uniform prior then means
-    # "as likely right as wrong", not "surely wrong".
-    sums = np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+    sums = right_runs(sums, counts, floor)
     best = (sums / (counts + PRIOR_RUNS)).max(axis=1)
     # Beta(1 + reward mass, 1 + its complement) per (question, shape): optimistic where unknown.
     draws = rng.beta(1.0 + sums, 1.0 + counts - sums)

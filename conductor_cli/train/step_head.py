@@ -33,7 +33,7 @@ import numpy as np
 
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.policy.step_head import Plan, StepWeights, plan
-from conductor_cli.train.explore import PRIOR_RUNS, Observations, pooled
+from conductor_cli.train.explore import PRIOR_RUNS, Observations, pooled, right_runs
 from conductor_cli.train.head import CV_MARGIN, GENERATIONS, search
 
 # The gates' evolution step size, as a share of the regressions' spread: they start from a
@@ -318,7 +318,7 @@ class RoleLifts:
 
     @classmethod
     def of(cls, obs: Observations, index: ShapeIndex, floor: float) -> RoleLifts:
-        right = np.clip((obs.sums - floor * obs.counts) / (1.0 - floor), 0.0, obs.counts)
+        right = right_runs(obs.sums, obs.counts, floor)
         with np.errstate(invalid="ignore", divide="ignore"):
             alone = np.nan_to_num(right[:, index.single] / obs.counts[:, index.single])
         n = len(index.single)
@@ -386,7 +386,7 @@ def explore_inputs(
     on the questions whose best shape is estimated lowest first (ROOM: those a composition
     could still lift)."""
     sums, counts = pooled(obs, near)
-    sums = np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
+    sums = right_runs(sums, counts, floor)
     best = (sums / (counts + PRIOR_RUNS)).max(axis=1)
     n, count = len(index.single), sums.shape[0]
     rows = np.arange(count)
