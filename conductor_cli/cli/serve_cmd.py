@@ -42,6 +42,14 @@ def serve(
         bool,
         typer.Option("--status", help="Pid, uptime, loaded models and runs served, or exit 1."),
     ] = False,
+    replica: Annotated[
+        bool,
+        typer.Option(
+            "--replica",
+            help="One of several servers of this config behind a gateway (LiteLLM): TCP only, "
+            "no local socket, so any number run side by side.",
+        ),
+    ] = False,
     background: Annotated[bool, typer.Option("--background", hidden=True)] = False,
     no_idle_exit: Annotated[bool, typer.Option("--no-idle-exit", hidden=True)] = False,
     socket_only: Annotated[bool, typer.Option("--socket-only", hidden=True)] = False,
@@ -55,6 +63,11 @@ def serve(
     path = config_path(ctx, config)
     if sum([detach, stop, status]) > 1:
         raise InputError("--detach, --stop and --status exclude each other; pick one.")
+    if replica and (detach or stop or status or socket_only):
+        raise InputError(
+            "--replica serves in the foreground on TCP alone; it excludes --detach, --stop and "
+            "--status (a replica has no local socket to ask: use its /v1/models URL)"
+        )
     if status:
         _status(path, as_json)
         return
@@ -76,7 +89,10 @@ def serve(
 
     def ready(url: str) -> None:
         if not background:
-            sys.stderr.write(f'conductor: serving {url}/v1 (model "conductor"); Ctrl-C stops\n')
+            role = ", a replica" if replica else ""
+            sys.stderr.write(
+                f'conductor: serving {url}/v1 (model "conductor"{role}); Ctrl-C stops\n'
+            )
             sys.stderr.flush()
 
     run_server(
@@ -86,6 +102,7 @@ def serve(
         ready,
         key_env=api_key_env,
         config_file=path,
+        local_socket=not replica,
         idle_exit=background and not no_idle_exit,
         detached=background,
         any_port=background and port is None,
