@@ -138,6 +138,23 @@ ExploreOption = Annotated[
 DeviceOption = Annotated[
     str, typer.Option("--device", help="LoRA methods: auto (CUDA if seen), cpu or cuda.")
 ]
+EngineOption = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help="grpo: ours (one process) or trl (TRL's GRPOTrainer; several processes under "
+        "`accelerate launch`).",
+    ),
+]
+ProcessesOption = Annotated[
+    int,
+    typer.Option(
+        "--processes",
+        help="--engine trl: train in N processes on this machine (accelerate's launcher: one "
+        "per GPU, or CPU processes over gloo).",
+        min=1,
+    ),
+]
 ForceOption = Annotated[bool, typer.Option("--force", help="Replace a conductor of that name.")]
 ResumeOption = Annotated[
     bool, typer.Option("--resume", help="Continue an interrupted training of --out.")
@@ -177,6 +194,8 @@ def train_cmd(
     rank: RankOption = 16,
     explore: ExploreOption = 0.25,
     device: DeviceOption = "auto",
+    engine: EngineOption = "ours",
+    processes: ProcessesOption = 1,
     force: ForceOption = False,
     resume: ResumeOption = False,
     as_json: AsJsonOption = False,
@@ -193,10 +212,24 @@ def train_cmd(
     from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
     from conductor_cli.evals import load_dataset, select
-    from conductor_cli.train import METHODS, HeadOptions, LoraOptions, TrainOptions, train
+    from conductor_cli.train import (
+        METHODS,
+        HeadOptions,
+        LoraOptions,
+        TrainOptions,
+        is_launched,
+        launch_processes,
+        train,
+    )
 
     if method not in METHODS:
         raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
+    if processes > 1 and not is_launched():
+        if engine != "trl":
+            raise InputError(
+                f"--processes {processes}: only --engine trl trains in several processes"
+            )
+        raise typer.Exit(launch_processes(sys.argv[1:], processes, device))
     cfg = load_config(config_path(ctx, config))
     problems = select(load_dataset(dataset, file, scorer), limit=limit)
     # fmt: off
@@ -207,7 +240,7 @@ def train_cmd(
     lora = LoraOptions(
         iterations=iterations, samples=samples, steps=steps, eval_every=eval_every,
         questions_per_step=questions_per_step, learning_rate=learning_rate, epochs=epochs,
-        rank=rank, explore=explore, device=device,
+        rank=rank, explore=explore, device=device, engine=engine,
     )
     options = TrainOptions(
         name=out, dataset=dataset, holdout=holdout, seed=seed, repeats=repeats,
@@ -215,9 +248,26 @@ def train_cmd(
         head=head, lora=lora,
     )
     # fmt: on
-    with _Display() as display, _interrupted_note(out):
+    with _Display() as display, _interrupted_note(out), _exit_noted():
         record = train(cfg, problems, options, method, data_file=file, on_progress=display.show)
-    typer.echo(json.dumps(record, indent=2) if as_json else summary(record))
+    if record is not None:  # None: a process of several, not the main one
+        typer.echo(json.dumps(record, indent=2) if as_json else summary(record))
+
+
+@contextlib.contextmanager
+def _exit_noted() -> Iterator[None]:
+    """In a process `--processes` launched: the exit code it ends with, for the launcher."""
+    from conductor_cli.errors import EXIT_INTERRUPTED, ConductorError
+    from conductor_cli.train import note_exit
+
+    try:
+        yield
+    except ConductorError as e:
+        note_exit(e.exit_code)
+        raise
+    except KeyboardInterrupt:
+        note_exit(EXIT_INTERRUPTED)
+        raise
 
 
 @contextlib.contextmanager

@@ -16,12 +16,14 @@ from conductor_cli.exports import lazy_exports
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
     from conductor_cli.evals.records import Problem
+    from conductor_cli.train.launch import is_launched, launch_processes, note_exit
     from conductor_cli.train.session import HeadOptions, LoraOptions, OnProgress, TrainOptions
 
 # (config, problems, options, method, data_file, on_progress) -> the trained conductor's record
+# (None on the processes of a multi-process training other than the main one)
 Trainer = Callable[
     ["Config", "list[Problem]", "TrainOptions", str, "Path | None", "OnProgress"],
-    "dict[str, Any]",
+    "dict[str, Any] | None",
 ]
 
 
@@ -46,12 +48,46 @@ def _lora(
     data_file: Path | None,
     on_progress: OnProgress,
 ) -> dict[str, Any]:
+    if options.lora.engine == "trl":
+        return _trl(config, problems, options, method, data_file, on_progress)
+    if options.lora.engine != "ours":
+        from conductor_cli.errors import InputError
+
+        raise InputError(f"--engine {options.lora.engine!r}: use ours or trl")
     _refuse_head_options(options, method)
     from conductor_cli.train.lora_method import train_lora
 
     return train_lora(
         config, problems, options, method, data_file=data_file, on_progress=on_progress
     )
+
+
+def _trl(
+    config: Config,
+    problems: list[Problem],
+    options: TrainOptions,
+    method: str,
+    data_file: Path | None,
+    on_progress: OnProgress,
+) -> dict[str, Any] | None:
+    """GRPO on TRL (trl_engine.py), one process or several under `accelerate launch`; its
+    budget (--max-calls, --max-cost) holds for all processes together."""
+    from conductor_cli.errors import InputError
+
+    if method != "grpo":
+        raise InputError(
+            f"--engine trl trains --method grpo; {method} runs on --engine ours (leave --engine "
+            "out)"
+        )
+    head = options.head
+    if head.tasks != "written" or head.rounds != 1 or head.dry_run:
+        raise InputError(
+            "--tasks, --rounds and --dry-run are the head method's; leave them out with "
+            "--engine trl"
+        )
+    from conductor_cli.train.trl_engine import train_trl
+
+    return train_trl(config, problems, options, data_file=data_file, on_progress=on_progress)
 
 
 def _refuse_head_options(options: TrainOptions, method: str) -> None:
@@ -96,8 +132,9 @@ def train(
     *,
     data_file: Path | None = None,
     on_progress: OnProgress | None = None,
-) -> dict[str, Any]:
-    """Train a conductor on `problems` for `config`'s pool with `method`; returns its record."""
+) -> dict[str, Any] | None:
+    """Train a conductor on `problems` for `config`'s pool with `method`; returns its record
+    (None on a process of a multi-process training other than the main one)."""
     trainer = TRAINERS.get(method)
     if trainer is None:
         from conductor_cli.errors import InputError
@@ -108,9 +145,22 @@ def train(
 
 # The package's public surface (what the CLI and library users import), loaded on first use.
 _EXPORTS = {
+    "is_launched": "launch",
+    "launch_processes": "launch",
+    "note_exit": "launch",
     "HeadOptions": "session",
     "LoraOptions": "session",
     "TrainOptions": "session",
 }
-__all__ = ["METHODS", "TRAINERS", "HeadOptions", "LoraOptions", "TrainOptions", "train"]
+__all__ = [
+    "METHODS",
+    "TRAINERS",
+    "HeadOptions",
+    "LoraOptions",
+    "TrainOptions",
+    "is_launched",
+    "launch_processes",
+    "note_exit",
+    "train",
+]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

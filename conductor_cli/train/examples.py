@@ -43,5 +43,9 @@ class Encoder:
             (*mask, False),
         )
 
+    @property
+    def eos(self) -> int:
+        return int(self._llama.token_eos())
+
     def close(self) -> None:
         self._llama.close()

@@ -38,6 +38,7 @@ from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
 from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import Shape, enumerate_shapes, shape_grammar
+from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, worker_infos
 from conductor_cli.storage import paths
 from conductor_cli.train.adapter_gguf import MODULES
@@ -127,6 +128,7 @@ class Sampler:
         infos: Sequence[WorkerInfo],
         shapes: Sequence[Shape],
         options: TrainOptions,
+        budget: Budget | None = None,
     ) -> None:
         settings = replace(runner.config.conductor, model=conductor_model)
         config = replace(runner.config, conductor=settings)
@@ -136,6 +138,7 @@ class Sampler:
         self.shapes = list(shapes)
         self.options = options
         self.max_steps = runner.config.conductor.max_steps
+        self.budget = budget  # None: no limit (--engine ours); a shared ledger with TRL
 
     def sample(self, problem: Problem, index: int, seed: int, forced: Shape | None) -> Sample:
         conductor = Conductor(
@@ -153,7 +156,10 @@ class Sampler:
         calls = 0
         for r in range(self.options.repeats):
             run, correct = self.runner.run(
-                problem, plan.workflow, self.runner.config.conductor.seed + SEED_STRIDE * r
+                problem,
+                plan.workflow,
+                self.runner.config.conductor.seed + SEED_STRIDE * r,
+                budget=self.budget,
             )
             rewards.append(reward_of(run, correct, self.options.cost_weight))
             right.append(correct)
@@ -270,7 +276,7 @@ def grpo_weights(samples: Sequence[Sample]) -> list[float]:
     return out
 
 
-def _conductor_dir(directory: Path, policy: Policy, record: dict[str, Any]) -> Path:
+def save_conductor(directory: Path, policy: Policy, record: dict[str, Any]) -> Path:
     """A trained conductor in `directory` (adapter + record) that `conductor.model` may name."""
     paths.private_dir(directory)
     policy.export(directory / registry.ADAPTER)
@@ -429,7 +435,7 @@ class _LoraTraining:
             kept = self.fit_grpo(batch, samples)
         self.fit_seconds += time.monotonic() - t0
         entry = _curve_entry(k, self.experts, samples, kept, fit)
-        directory = _conductor_dir(
+        directory = save_conductor(
             work / f"adapter-{k}", self.policy, self.record_of(intermediate=k)
         )
         if self.experts or k % self.options.lora.eval_every == 0 or k == self.total:

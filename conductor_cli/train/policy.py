@@ -30,7 +30,7 @@ CPU_MAX_BYTES = 1_500_000_000
 def require_torch() -> None:
     """One line naming what is missing; looked up, not imported (transformers prints a warning
     on import when torch is absent, and torch takes seconds)."""
-    missing = [m for m in ("torch", "transformers", "peft", "gguf") if not _installed(m)]
+    missing = [m for m in ("torch", "transformers", "peft", "gguf") if not installed(m)]
     if missing:
         raise InputError(
             f"the LoRA methods need {', '.join(missing)}: {TORCH_EXTRA}; "
@@ -38,7 +38,8 @@ def require_torch() -> None:
         )
 
 
-def _installed(module: str) -> bool:
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (looked up, not imported; None in sys.modules: no)."""
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):

@@ -62,6 +62,7 @@ class LoraOptions:
     rank: int = 16
     explore: float = 0.25  # share of a question's samples whose shape is drawn uniformly
     device: str = "auto"  # auto | cpu | cuda
+    engine: str = "ours"  # ours (lora_method.py) | trl (trl_engine.py: TRL, accelerate)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,406 @@
+"""`conductor train --method grpo --engine trl`: GRPO on TRL's GRPOTrainer, the field's engine
+for it, so that a training grows past one process: `accelerate launch` runs it data-parallel
+(DDP over gloo on CPUs, NCCL on GPUs, DeepSpeed or FSDP by accelerate's config), one slice of
+each step's questions a process.
+
+What stays ours is what TRL cannot know: the rollouts. TRL's `rollout_func` hands each process
+its questions; each sample is a workflow the current conductor writes in llama.cpp under the
+pool's grammar (a 135M conductor writes no parseable workflow without it, PITFALLS), from the
+adapter as it stands at that step (exported to GGUF, what `ask` runs), run on the pool through
+the same runner and cache as `--engine ours`, and scored (1 / 0.5 / 0, minus cost). TRL gets
+the prompt's and reply's tokens, the reward, and a mask that trains only the routing decisions
+(`env_mask`, as lora_method.py's loss). The worker calls of every process are counted in one
+ledger (ledger.py), so `--max-calls` and `--max-cost` hold for the sum.
+
+The result is installed as lora_method.py installs its own: adapter.gguf checked against torch,
+the peft adapter, record.json with the curve TRL logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+import warnings
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conductor_cli.config.settings import Config
+from conductor_cli.errors import BudgetError, InputError
+from conductor_cli.evals.records import Problem
+from conductor_cli.models.catalog import file_sha256
+from conductor_cli.policy import registry
+from conductor_cli.policy.shapes import enumerate_shapes
+from conductor_cli.run.planner import plan_messages, worker_infos
+from conductor_cli.runtime import CONDUCTOR_LABEL
+from conductor_cli.train.adapter_gguf import MODULES
+from conductor_cli.train.examples import Encoder
+from conductor_cli.train.ledger import LEDGER, SharedBudget, read_totals
+from conductor_cli.train.lora_method import LEARNING_RATE, Sampler, save_conductor
+from conductor_cli.train.runner import Runner, held_out_score
+from conductor_cli.train.session import (
+    OnProgress,
+    Progress,
+    TrainOptions,
+    check_keys,
+    record_head,
+    resolve_base,
+    split_problems,
+)
+from conductor_cli.train.workdir import install, prepare, stage, target, work_dir, write_json
+
+SCALE_EXTRA = "pip install 'conductor-cli[scale]' (trl, accelerate, datasets)"
+CHECKPOINTS = "trl"  # TRL's checkpoints (adapter, optimizer, step) under the work folder
+MAX_REPLY_TOKENS = 512  # a workflow reply under the grammar is far shorter
+
+
+def require_trl() -> None:
+    """One line naming what is missing (looked up, not imported: trl imports in seconds)."""
+    from conductor_cli.train.policy import installed
+
+    modules = ("torch", "transformers", "peft", "gguf", "trl", "accelerate", "datasets")
+    missing = [m for m in modules if not installed(m)]
+    if missing:
+        raise InputError(f"--engine trl needs {', '.join(missing)}: {SCALE_EXTRA}")
+
+
+@dataclass
+class _Rollouts:
+    """TRL's rollout_func: each process samples and scores its questions' workflows."""
+
+    runner: Runner
+    encoder: Encoder
+    config: Config
+    options: TrainOptions
+    problems: dict[str, Problem]
+    base_spec: str
+    policy: Any  # train/policy.Policy: its peft model is the one TRL trains
+    work: Path
+    rank: int
+    budget: SharedBudget
+    record: dict[str, Any]
+    eos: int
+    calls: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    _current: Path | None = field(default=None, repr=False)
+
+    def conductor_at(self, step: int) -> str:
+        """The conductor as it stands at `step`: the base before any step, else the adapter
+        exported to a folder of this process's own (a new folder a step: loaded models are
+        keyed by path)."""
+        if step == 0:
+            return self.base_spec
+        directory = self.work / f"rollout-{self.rank}" / f"step-{step}"
+        if not directory.exists():
+            staged = directory.with_name(f".{directory.name}.tmp")
+            shutil.rmtree(staged, ignore_errors=True)
+            save_conductor(staged, self.policy, self.record).rename(directory)
+            if self._current is not None and self._current != directory:
+                shutil.rmtree(self._current, ignore_errors=True)
+            self._current = directory
+        return str(directory)
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        started = time.monotonic()
+        step = int(trainer.state.global_step)
+        infos = worker_infos(self.config.workers)
+        shapes = enumerate_shapes(
+            [w.name for w in self.config.workers], self.config.conductor.max_steps
+        )
+        sampler = Sampler(
+            self.runner, self.conductor_at(step), infos, shapes, self.options, budget=self.budget
+        )
+        out: dict[str, list[Any]] = {
+            "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+            "conductor_reward": [],
+        }  # fmt: skip
+        seen: dict[str, int] = {}
+        for qid in prompts:
+            problem = self.problems[str(qid)]
+            index = seen.get(problem.id, 0)
+            seen[problem.id] = index + 1
+            # A stable seed (not hash(): it differs between processes).
+            seed = (self.options.seed * 1000 + step) * 100_003 + zlib.crc32(problem.id.encode())
+            seed = seed % 2**31 + index
+            sample = sampler.sample(problem, index, seed, None)
+            messages = plan_messages(problem.question, infos, (), self.config.conductor.max_steps)
+            if sample.reply:
+                example = self.encoder.example(messages, sample.reply)
+                prompt, reply, mask = example.prompt, example.reply, example.mask
+            else:  # no parseable workflow: an end of turn that trains nothing
+                prompt, reply, mask = tuple(self.encoder.prompt(messages)), (self.eos,), (False,)
+            out["prompt_ids"].append(list(prompt))
+            out["completion_ids"].append(list(reply))
+            out["env_mask"].append([int(m) for m in mask])
+            out["conductor_reward"].append(sample.reward)
+            self.calls += sample.calls
+            self.samples += 1
+        out["logprobs"] = None  # type: ignore[assignment]  # TRL recomputes them in torch
+        self.seconds += time.monotonic() - started
+        return out
+
+
+def _silent(progress: Progress) -> None:
+    pass
+
+
+def _reward(completions: list[Any], conductor_reward: list[float], **_: Any) -> list[float]:
+    """TRL's reward function: the reward each rollout measured by running its workflow."""
+    return [float(r) for r in conductor_reward]
+
+
+def train_trl(
+    config: Config,
+    problems: Sequence[Problem],
+    options: TrainOptions,
+    *,
+    data_file: Path | None = None,
+    on_progress: OnProgress = lambda p: None,
+) -> dict[str, Any] | None:
+    """GRPO with TRL on this process's share; the training record on the main process, None
+    on the others (they print nothing)."""
+    require_trl()
+    from accelerate import PartialState
+
+    from conductor_cli.train.policy import Policy, pick_device
+
+    started = time.monotonic()
+    lora = options.lora
+    if lora.samples < 2:
+        raise InputError(f"--samples {lora.samples}: GRPO compares a group; give at least 2")
+    name, final = target(options)
+    check_keys(config)
+    base_spec, base = resolve_base(config, "grpo")
+    device = pick_device(lora.device, base.path)
+    # Under `accelerate launch` (or torchrun) on CPUs, the processes meet over gloo only when
+    # the state is told it is a CPU one; the Trainer's Accelerator shares this state.
+    state = PartialState(cpu=device == "cpu")
+    if not state.is_main_process:  # one display: the main process's
+        on_progress = _silent
+    lr = lora.learning_rate or LEARNING_RATE["grpo"]
+    training, held_out = split_problems(problems, options, None)
+    work = work_dir(name)
+    meta = {
+        "method": "grpo", "engine": "trl", "dataset": options.dataset,
+        "held_out": sorted(p.id for p in held_out), "seed": options.seed,
+        "samples": lora.samples, "pool": registry.pool_fingerprint(config.workers),
+        "learning_rate": lr, "rank": lora.rank,
+    }  # fmt: skip
+    if state.is_main_process:
+        prepare(work, options, meta)
+    state.wait_for_everyone()
+    head = record_head(
+        config, name, "grpo", base_spec, options, data_file, problems, training, held_out
+    )
+    runner = Runner(config, problems)
+    encoder = Encoder(base.path)
+    try:
+        policy = Policy(base.path, device=device, rank=lora.rank, seed=options.seed)
+        budget = SharedBudget(
+            max_calls=options.head.max_calls,
+            max_cost=options.head.max_cost,
+            exempt=frozenset({CONDUCTOR_LABEL}),
+            ledger=work / LEDGER,
+            process=state.process_index,
+        )
+        rollouts = _Rollouts(
+            runner, encoder, config, options, {p.id: p for p in training}, base_spec, policy,
+            work, state.process_index, budget, {**head, "intermediate": True}, encoder.eos,
+        )  # fmt: skip
+        curve = _fit(policy, rollouts, base.path, training, options, lr, work, state, on_progress)
+        if not state.is_main_process:
+            return None
+        return _finish(
+            rollouts, base.path, head, held_out, final, curve, device, lr, started, on_progress,
+        )  # fmt: skip
+    finally:
+        encoder.close()
+        runner.close()
+
+
+def _fit(
+    policy: Any,
+    rollouts: _Rollouts,
+    base: Path,
+    training: Sequence[Problem],
+    options: TrainOptions,
+    lr: float,
+    work: Path,
+    state: Any,
+    on_progress: OnProgress,
+) -> list[dict[str, Any]]:
+    """TRL's GRPO loop, checkpointed every step; the curve of what it logged."""
+    import datasets
+    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    lora = options.lora
+    world = state.num_processes
+    accumulate = max(1, lora.questions_per_step // world)
+    args = GRPOConfig(
+        output_dir=str(work / CHECKPOINTS),
+        per_device_train_batch_size=lora.samples,  # one question's group a micro-step
+        gradient_accumulation_steps=accumulate,
+        num_generations=lora.samples,
+        max_steps=lora.steps,
+        learning_rate=lr,
+        beta=0.0,  # no KL term, as --engine ours
+        loss_type="grpo",
+        max_completion_length=MAX_REPLY_TOKENS,
+        use_cpu=policy.device == "cpu",
+        report_to=[],
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=1,
+        save_total_limit=1,
+        seed=options.seed,
+        disable_tqdm=True,
+        remove_unused_columns=False,
+        bf16=False,
+        ddp_find_unused_parameters=False,  # LoRA's parameters all take part in every step
+    )
+    curve_file = work / "curve.json"
+    last = _last_checkpoint(work / CHECKPOINTS) if options.resume else None
+    curve: list[dict[str, Any]] = []
+    if last is not None and curve_file.exists():
+        done = int(last.name.split("-")[-1])
+        curve = [e for e in json.loads(curve_file.read_text(encoding="utf-8")) if e["step"] <= done]
+
+    class Progressed(TrainerCallback):  # type: ignore[misc]
+        def on_log(self, args: Any, st: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and "reward" in logs:
+                entry = {
+                    "step": int(st.global_step),
+                    "mean_reward": round(float(logs["reward"]), 4),
+                    "reward_spread": round(float(logs.get("reward_std", 0.0)), 4),
+                    "loss": round(float(logs.get("loss", 0.0)), 6),
+                }
+                curve.append(entry)
+                if state.is_main_process:  # kept as it grows: a resumed training goes on
+                    write_json(curve_file, curve)
+                on_progress(
+                    Progress(
+                        "progress", entry["step"], lora.steps,
+                        f"reward {entry['mean_reward']:.2f}±{entry['reward_spread']:.2f}",
+                    )
+                )  # fmt: skip
+
+    dataset = datasets.Dataset.from_list([{"prompt": p.id} for p in training])
+    tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+    with _quiet():
+        trainer = GRPOTrainer(
+            model=policy.model,
+            reward_funcs=_reward,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollouts,
+            callbacks=[Progressed()],
+        )
+        # The Trainer prints every log line on stdout (without tqdm): the display is ours, and
+        # stdout carries --json.
+        trainer.remove_callback(PrinterCallback)
+        try:
+            trainer.train(resume_from_checkpoint=str(last) if last else None)
+        except BudgetError as e:
+            raise InputError(
+                f"{e} The training's checkpoints are kept in {work}; `conductor train ... "
+                "--resume` continues from the last one."
+            ) from None
+    return curve
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers', peft's and TRL's warnings (deprecations, the experimental rollout_func)
+    say nothing a user of `conductor train` can act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _last_checkpoint(directory: Path) -> Path | None:
+    found = sorted(
+        (p for p in directory.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+        key=lambda p: int(p.name.split("-")[-1]),
+    )
+    return found[-1] if found else None
+
+
+def _finish(
+    rollouts: _Rollouts,
+    base: Path,
+    head: dict[str, Any],
+    held_out: Sequence[Problem],
+    final: Path,
+    curve: list[dict[str, Any]],
+    device: str,
+    lr: float,
+    started: float,
+    on_progress: OnProgress,
+) -> dict[str, Any]:
+    """Export, check the export against torch, score the held-out questions, install."""
+    from conductor_cli.train.export_check import check_export
+
+    policy, options, work = rollouts.policy, rollouts.options, rollouts.work
+    staged = stage(work)
+    policy.export(staged / registry.ADAPTER)
+    policy.save_adapter(staged / "peft")
+    on_progress(Progress("export check", 0, 1))
+    export = check_export(policy, base, staged / registry.ADAPTER)
+    on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
+    scored = held_out_score(
+        rollouts.runner, held_out, str(save_conductor(work / "held-out", policy, head)), options,
+        "held-out after training", on_progress,
+    )  # fmt: skip
+    if scored is not None and curve:
+        curve[-1]["held_out"] = scored.to_dict()
+    calls, dollars, by_process = read_totals(work / LEDGER)
+    lora = options.lora
+    record = {
+        **head,
+        "engine": "trl",
+        "base_sha256": file_sha256(base),
+        "hyperparameters": {
+            "steps": lora.steps,
+            "samples_per_question": lora.samples,
+            "questions_per_step": lora.questions_per_step,
+            "repeats": options.repeats,
+            "learning_rate": lr,
+            "lora_rank": lora.rank,
+            "lora_alpha": policy.alpha,
+            "lora_modules": list(MODULES),
+            "loss_on": "routing decisions (worker names, sees, step count)",
+            "loss_type": "grpo (TRL), beta 0",
+            "cost_weight": options.cost_weight,
+        },
+        "curve": curve,
+        "evaluations": [{"when": "after", **scored.to_dict()}] if scored is not None else [],
+        "cost": {
+            "worker_calls": calls,
+            "dollars": round(dollars, 6),
+            "processes": int(_world()),
+            "worker_calls_by_process": by_process,
+            "main_process_samples": rollouts.samples,
+            "main_process_sampling_seconds": round(rollouts.seconds, 1),
+        },
+        "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},
+        "export_check": export,
+        "device": f"{device} (torch, TRL) + cpu (llama.cpp sampling)",
+        "wall_seconds": round(time.monotonic() - started, 1),
+    }
+    write_json(staged / registry.RECORD, record)
+    install(work, final, options.force or options.resume)
+    shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def _world() -> int:
+    from accelerate import PartialState
+
+    return PartialState().num_processes
