@@ -116,13 +116,35 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     assert json.loads(asked.stdout)["answer"]
 
 
+def test_expert_iteration_on_trls_sft_fits_exports_and_installs(
+    simulation: SimulatedPool, tmp_path: Path, gguf_path: Path
+) -> None:
+    config, data = simulation.files(tmp_path)
+    proc = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--out", "sft",
+        "--method", "expert-iteration", "--engine", "trl", "--iterations", "1",
+        "--samples", "2", "--epochs", "1", "--repeats", "1", "--holdout", "0",
+        "--limit", "6", "--json",
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["engine"] == "trl" and record["method"] == "expert-iteration"
+    (entry,) = record["curve"]
+    assert entry["iteration"] == 1 and entry["samples"] == 12 and entry["fitted"] > 0
+    assert record["hyperparameters"]["fit"].startswith("TRL SFTTrainer")
+    assert record["export_check"]["identical"] == 5
+    weights = adapter_weights(conductors_dir() / "sft" / "adapter.gguf")
+    assert any(np.abs(b).sum() > 0 for name, b in weights.items() if name.endswith("lora_b"))
+
+
 def test_bad_scale_input_is_one_line(simulation: SimulatedPool, tmp_path: Path) -> None:
     config, data = simulation.files(tmp_path)
     base = ("train", "qa", str(data), "--config", str(config), "--method")
     proc = run_cli(*base, "grpo", "--processes", "2")
     assert_one_line_error(proc, 2, "--processes 2", "--engine trl")
-    proc = run_cli(*base, "expert-iteration", "--engine", "trl")
-    assert_one_line_error(proc, 2, "--engine trl", "grpo")
+    proc = run_cli(*base, "grpo", "--engine", "trl", "--tasks", "fixed")
+    assert_one_line_error(proc, 2, "--tasks", "--engine trl")
     without_trl = subprocess.run(
         [
             sys.executable,

@@ -70,15 +70,11 @@ def _trl(
     data_file: Path | None,
     on_progress: OnProgress,
 ) -> dict[str, Any] | None:
-    """GRPO on TRL (trl_engine.py), one process or several under `accelerate launch`; its
-    budget (--max-calls, --max-cost) holds for all processes together."""
+    """GRPO or expert iteration on TRL (trl_engine.py), one process or several under
+    `accelerate launch`; its budget (--max-calls, --max-cost) holds for all processes
+    together."""
     from conductor_cli.errors import InputError
 
-    if method != "grpo":
-        raise InputError(
-            f"--engine trl trains --method grpo; {method} runs on --engine ours (leave --engine "
-            "out)"
-        )
     head = options.head
     if head.tasks != "written" or head.rounds != 1 or head.dry_run:
         raise InputError(
@@ -87,7 +83,9 @@ def _trl(
         )
     from conductor_cli.train.trl_engine import train_trl
 
-    return train_trl(config, problems, options, data_file=data_file, on_progress=on_progress)
+    return train_trl(
+        config, problems, options, method, data_file=data_file, on_progress=on_progress
+    )
 
 
 def _refuse_head_options(options: TrainOptions, method: str) -> None:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, InputError
+from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError
 from conductor_cli.storage import paths
 
 # Set in each launched process: it trains its share and does not launch again; the value is
@@ -88,7 +88,6 @@ def launch_processes(argv: Sequence[str], processes: int, device: str) -> int:
             )
             seen: set[str] = set()
             first_error: str | None = None
-            stopped: list[str] = []  # the notes of processes stopped because another failed
             try:
                 assert proc.stderr is not None
                 for line in proc.stderr:
@@ -97,11 +96,9 @@ def launch_processes(argv: Sequence[str], processes: int, device: str) -> int:
                         continue
                     seen.add(line)
                     if line.startswith("conductor: error: "):
-                        first_error = first_error or line
-                    elif "interrupted" in line:
-                        stopped.append(line)
-                    else:
-                        sys.stderr.write(line)
+                        first_error = first_error or line  # printed once, at the end
+                    elif "interrupted" not in line:  # the notes of processes stopped for
+                        sys.stderr.write(line)  # another's failure would mislead
                         sys.stderr.flush()
                 code = proc.wait()
             except KeyboardInterrupt:
@@ -115,12 +112,12 @@ def launch_processes(argv: Sequence[str], processes: int, device: str) -> int:
     if first_error is not None:  # one process failed; the others were stopped for it
         sys.stderr.write(first_error)
         return max(failed) if failed else EXIT_RUN_FAILED
-    if codes and not failed:  # interrupted from outside (a signal to the processes)
-        sys.stderr.write("".join(stopped))
-        return EXIT_INTERRUPTED
-    raise InputError(
-        f"the training's {processes} processes failed (exit {code}) without a conductor "
-        f"error; their output is in {log}"
+    # No Ctrl-C reached us (that ends above): a process died by a signal or a crash, and the
+    # launcher stopped the others (their notes say "interrupted": not what happened).
+    raise ConductorError(
+        f"a process of the training's {processes} died without a conductor error (launcher "
+        f"exit {code}) and the others were stopped; the checkpoints are kept, `conductor "
+        f"train ... --resume` continues; the processes' output is in {log}"
     )
 
 

@@ -434,7 +434,7 @@ class _LoraTraining:
         else:
             kept = self.fit_grpo(batch, samples)
         self.fit_seconds += time.monotonic() - t0
-        entry = _curve_entry(k, self.experts, samples, kept, fit)
+        entry = curve_entry(k, self.experts, samples, kept, fit)
         directory = save_conductor(
             work / f"adapter-{k}", self.policy, self.record_of(intermediate=k)
         )
@@ -521,7 +521,7 @@ class _LoraTraining:
         )
 
 
-def _curve_entry(
+def curve_entry(
     k: int,
     experts: bool,
     samples: list[Sample],

@@ -37,10 +37,22 @@ from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import enumerate_shapes
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL
+from conductor_cli.storage import paths
 from conductor_cli.train.adapter_gguf import MODULES
+from conductor_cli.train.checkpoint import read_checkpoint
 from conductor_cli.train.examples import Encoder
 from conductor_cli.train.ledger import LEDGER, SharedBudget, read_totals
-from conductor_cli.train.lora_method import LEARNING_RATE, Sampler, save_conductor
+from conductor_cli.train.lora_method import (
+    LEARNING_RATE,
+    MINIBATCH,
+    POLICY,
+    Sample,
+    Sampler,
+    curve_entry,
+    sample_round,
+    save_conductor,
+    select_experts,
+)
 from conductor_cli.train.runner import Runner, held_out_score
 from conductor_cli.train.session import (
     OnProgress,
@@ -55,6 +67,7 @@ from conductor_cli.train.workdir import install, prepare, stage, target, work_di
 
 SCALE_EXTRA = "pip install 'conductor-cli[scale]' (trl, accelerate, datasets)"
 CHECKPOINTS = "trl"  # TRL's checkpoints (adapter, optimizer, step) under the work folder
+ROUNDS = "rounds.json"  # expert iteration: the rounds done and their curve
 MAX_REPLY_TOKENS = 512  # a workflow reply under the grammar is far shorter
 
 
@@ -158,12 +171,13 @@ def train_trl(
     config: Config,
     problems: Sequence[Problem],
     options: TrainOptions,
+    method: str = "grpo",
     *,
     data_file: Path | None = None,
     on_progress: OnProgress = lambda p: None,
 ) -> dict[str, Any] | None:
-    """GRPO with TRL on this process's share; the training record on the main process, None
-    on the others (they print nothing)."""
+    """GRPO (or expert iteration) with TRL on this process's share; the training record on
+    the main process, None on the others (they print nothing)."""
     require_trl()
     from accelerate import PartialState
 
@@ -171,22 +185,23 @@ def train_trl(
 
     started = time.monotonic()
     lora = options.lora
-    if lora.samples < 2:
+    experts = method == "expert-iteration"
+    if lora.samples < 2 and not experts:
         raise InputError(f"--samples {lora.samples}: GRPO compares a group; give at least 2")
     name, final = target(options)
     check_keys(config)
-    base_spec, base = resolve_base(config, "grpo")
+    base_spec, base = resolve_base(config, method)
     device = pick_device(lora.device, base.path)
     # Under `accelerate launch` (or torchrun) on CPUs, the processes meet over gloo only when
     # the state is told it is a CPU one; the Trainer's Accelerator shares this state.
     state = PartialState(cpu=device == "cpu")
     if not state.is_main_process:  # one display: the main process's
         on_progress = _silent
-    lr = lora.learning_rate or LEARNING_RATE["grpo"]
+    lr = lora.learning_rate or LEARNING_RATE[method]
     training, held_out = split_problems(problems, options, None)
     work = work_dir(name)
     meta = {
-        "method": "grpo", "engine": "trl", "dataset": options.dataset,
+        "method": method, "engine": "trl", "dataset": options.dataset,
         "held_out": sorted(p.id for p in held_out), "seed": options.seed,
         "samples": lora.samples, "pool": registry.pool_fingerprint(config.workers),
         "learning_rate": lr, "rank": lora.rank,
@@ -195,12 +210,16 @@ def train_trl(
         prepare(work, options, meta)
     state.wait_for_everyone()
     head = record_head(
-        config, name, "grpo", base_spec, options, data_file, problems, training, held_out
+        config, name, method, base_spec, options, data_file, problems, training, held_out
     )
     runner = Runner(config, problems)
     encoder = Encoder(base.path)
     try:
-        policy = Policy(base.path, device=device, rank=lora.rank, seed=options.seed)
+        kept = work / POLICY  # expert iteration's adapter after its last finished round
+        policy = Policy(
+            base.path, device=device, rank=lora.rank, seed=options.seed,
+            checkpoint=kept if experts and options.resume and kept.is_dir() else None,
+        )  # fmt: skip
         budget = SharedBudget(
             max_calls=options.head.max_calls,
             max_cost=options.head.max_cost,
@@ -212,7 +231,8 @@ def train_trl(
             runner, encoder, config, options, {p.id: p for p in training}, base_spec, policy,
             work, state.process_index, budget, {**head, "intermediate": True}, encoder.eos,
         )  # fmt: skip
-        curve = _fit(policy, rollouts, base.path, training, options, lr, work, state, on_progress)
+        fit = _fit_experts if experts else _fit
+        curve = fit(policy, rollouts, base.path, training, options, lr, work, state, on_progress)
         if not state.is_main_process:
             return None
         return _finish(
@@ -241,7 +261,7 @@ def _fit(
 
     lora = options.lora
     world = state.num_processes
-    accumulate = max(1, lora.questions_per_step // world)
+    accumulate = _per_process(lora.questions_per_step, world)
     args = GRPOConfig(
         output_dir=str(work / CHECKPOINTS),
         per_device_train_batch_size=lora.samples,  # one question's group a micro-step
@@ -308,10 +328,7 @@ def _fit(
         try:
             trainer.train(resume_from_checkpoint=str(last) if last else None)
         except BudgetError as e:
-            raise InputError(
-                f"{e} The training's checkpoints are kept in {work}; `conductor train ... "
-                "--resume` continues from the last one."
-            ) from None
+            raise InputError(f"{e} {_kept(work)}") from None
     return curve
 
 
@@ -322,6 +339,127 @@ def _quiet() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
+
+
+def _fit_experts(
+    policy: Any,
+    rollouts: _Rollouts,
+    base: Path,
+    training: Sequence[Problem],
+    options: TrainOptions,
+    lr: float,
+    work: Path,
+    state: Any,
+    on_progress: OnProgress,
+) -> list[dict[str, Any]]:
+    """Expert iteration on TRL's SFTTrainer, round by round: every process samples its share
+    of the questions (llama.cpp, the pool's grammar, `--explore` of the shapes forced), each
+    question's best shape's right samples are kept (lora_method.select_experts, over every
+    process's samples), and SFT fits them for `--epochs` with the loss on their routing
+    tokens only (labels -100 elsewhere), as --engine ours does. A finished round is saved
+    (adapter, curve); --resume goes on from the next, with a round's samples kept as they
+    finished."""
+    import datasets
+    from transformers import AutoTokenizer, PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    lora = options.lora
+    rounds_file = work / ROUNDS
+    saved: dict[str, Any] = {"done": 0, "curve": []}
+    if options.resume and rounds_file.exists() and (work / POLICY).is_dir():
+        saved = json.loads(rounds_file.read_text(encoding="utf-8"))
+    curve: list[dict[str, Any]] = list(saved["curve"])
+    infos = worker_infos(rollouts.config.workers)
+    max_steps = rollouts.config.conductor.max_steps
+    shapes = enumerate_shapes([w.name for w in rollouts.config.workers], max_steps)
+    tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+    by_id = {p.id: p for p in training}
+    rank, world = state.process_index, state.num_processes
+    for k in range(int(saved["done"]) + 1, lora.iterations + 1):
+        label = f"round {k}/{lora.iterations}"
+        sampler = Sampler(
+            rollouts.runner, rollouts.conductor_at(k - 1), infos, shapes, options,
+            budget=rollouts.budget,
+        )  # fmt: skip
+        folder = paths.private_dir(work / f"samples-{k}")
+        started = time.monotonic()
+        try:
+            sample_round(
+                sampler, list(training)[rank::world], lora.samples, lora.explore,
+                options.seed * 1000 + k, folder / f"rank-{rank}.jsonl", on_progress,
+                f"{label}: sampling",
+            )  # fmt: skip
+        except BudgetError as e:
+            raise InputError(f"{e} {_kept(work)}") from None
+        rollouts.seconds += time.monotonic() - started
+        state.wait_for_everyone()
+        samples = [
+            sample
+            for part in sorted(folder.glob("rank-*.jsonl"))
+            for sample in read_checkpoint(
+                part, lambda row: ((row["q"], row["index"]), Sample(**row))
+            ).values()
+        ]
+        chosen = select_experts(samples)
+        rows = []
+        for s in chosen:
+            messages = plan_messages(by_id[s.q].question, infos, (), max_steps)
+            e = rollouts.encoder.example(messages, s.reply)
+            labels = [t if m else -100 for t, m in zip(e.reply, e.mask, strict=True)]
+            rows.append(
+                {"input_ids": [*e.prompt, *e.reply], "labels": [-100] * len(e.prompt) + labels}
+            )
+        if rows:
+            args = SFTConfig(
+                output_dir=str(work / "sft"),
+                num_train_epochs=lora.epochs,
+                learning_rate=lr,
+                per_device_train_batch_size=max(1, MINIBATCH // world),
+                lr_scheduler_type="constant",
+                use_cpu=policy.device == "cpu",
+                report_to=[],
+                logging_steps=1,
+                save_strategy="no",
+                seed=options.seed + k,
+                disable_tqdm=True,
+                bf16=False,
+                max_length=None,
+                ddp_find_unused_parameters=False,
+            )
+            with _quiet():
+                trainer = SFTTrainer(
+                    model=policy.model,
+                    args=args,
+                    train_dataset=datasets.Dataset.from_list(rows),
+                    processing_class=tokenizer,
+                )
+                trainer.remove_callback(PrinterCallback)
+                trainer.train()
+        entry = curve_entry(k, True, samples, len(rows), None)
+        curve.append(entry)
+        if state.is_main_process:
+            policy.save(work / POLICY)
+            write_json(rounds_file, {"done": k, "curve": curve})  # after the adapter
+        state.wait_for_everyone()
+        on_progress(
+            Progress(
+                "progress", k, lora.iterations,
+                f"reward {entry['mean_reward']:.2f}±{entry['reward_spread']:.2f}, "
+                f"fitted {len(rows)}",
+            )
+        )  # fmt: skip
+    return curve
+
+
+def _sample_row(row: dict[str, Any]) -> tuple[tuple[str, int], Sample]:
+    return (row["q"], int(row["index"])), Sample(**row)
+
+
+def _kept(work: Path) -> str:
+    return (
+        f"The training's checkpoints are kept in {work}; `conductor train ... --resume` "
+        "continues from the last one."
+    )
 
 
 def _last_checkpoint(directory: Path) -> Path | None:
@@ -361,24 +499,11 @@ def _finish(
     if scored is not None and curve:
         curve[-1]["held_out"] = scored.to_dict()
     calls, dollars, by_process = read_totals(work / LEDGER)
-    lora = options.lora
     record = {
         **head,
         "engine": "trl",
         "base_sha256": file_sha256(base),
-        "hyperparameters": {
-            "steps": lora.steps,
-            "samples_per_question": lora.samples,
-            "questions_per_step": lora.questions_per_step,
-            "repeats": options.repeats,
-            "learning_rate": lr,
-            "lora_rank": lora.rank,
-            "lora_alpha": policy.alpha,
-            "lora_modules": list(MODULES),
-            "loss_on": "routing decisions (worker names, sees, step count)",
-            "loss_type": "grpo (TRL), beta 0",
-            "cost_weight": options.cost_weight,
-        },
+        "hyperparameters": _hyperparameters(rollouts, policy.alpha, lr),
         "curve": curve,
         "evaluations": [{"when": "after", **scored.to_dict()}] if scored is not None else [],
         "cost": {
@@ -386,7 +511,7 @@ def _finish(
             "dollars": round(dollars, 6),
             "processes": int(_world()),
             "worker_calls_by_process": by_process,
-            "main_process_samples": rollouts.samples,
+            "workflow_samples": _samples(rollouts, curve),
             "main_process_sampling_seconds": round(rollouts.seconds, 1),
         },
         "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},
@@ -398,6 +523,42 @@ def _finish(
     install(work, final, options.force or options.resume)
     shutil.rmtree(work, ignore_errors=True)
     return record
+
+
+def _hyperparameters(rollouts: _Rollouts, alpha: float, lr: float) -> dict[str, Any]:
+    options, lora = rollouts.options, rollouts.options.lora
+    experts = rollouts.record["method"] == "expert-iteration"
+    method: dict[str, Any] = (
+        {"iterations": lora.iterations, "explore": lora.explore, "epochs": lora.epochs,
+         "fit": "TRL SFTTrainer, labels on the routing tokens"}
+        if experts
+        else {"steps": lora.steps, "questions_per_step": lora.questions_per_step,
+              "loss_type": "grpo (TRL GRPOTrainer), beta 0"}
+    )  # fmt: skip
+    return {
+        **method,
+        "samples_per_question": lora.samples,
+        "repeats": options.repeats,
+        "learning_rate": lr,
+        "lora_rank": lora.rank,
+        "lora_alpha": alpha,
+        "lora_modules": list(MODULES),
+        "loss_on": "routing decisions (worker names, sees, step count)",
+        "cost_weight": options.cost_weight,
+    }
+
+
+def _samples(rollouts: _Rollouts, curve: list[dict[str, Any]]) -> int:
+    """Workflows sampled over the whole training (resumed sessions included)."""
+    if rollouts.record["method"] == "expert-iteration":
+        return sum(int(e.get("samples", 0)) for e in curve)
+    lora, world = rollouts.options.lora, _world()
+    return len(curve) * world * _per_process(lora.questions_per_step, world) * lora.samples
+
+
+def _per_process(questions_per_step: int, world: int) -> int:
+    """Questions each process takes a step (TRL's gradient accumulation): at least one."""
+    return max(1, questions_per_step // world)
 
 
 def _world() -> int:
