@@ -76,12 +76,13 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     config.write_text(config.read_text().replace("max_steps = 2", "max_steps = 2\nn_threads = 1"))
     args = [
         "train", "qa", str(data), "--config", str(config), "--out", "scaled",
-        "--method", "grpo", "--engine", "trl", "--processes", "2", "--steps", "3",
+        "--method", "grpo", "--engine", "trl", "--processes", "2", "--steps", "2",
         "--samples", "2", "--questions-per-step", "2", "--repeats", "1", "--holdout", "0.34",
         "--json",
     ]  # fmt: skip
-    # 9 calls cannot cover 3 steps (2 questions x 2 workflows x up to 2 steps each): the sum of
-    # both processes' calls crosses it; one line, and the checkpoints and ledger are kept.
+    # 9 calls cannot cover 2 steps (2 questions x 2 workflows x up to 2 steps each); with these
+    # seeds the sum of both processes' calls crosses it in step 2: one line, and step 1's
+    # checkpoint and the ledger are kept.
     stopped = run_cli(*args, "--max-calls", "9", timeout=900)
     line = stopped.stderr.strip().splitlines()[-1]
     assert stopped.returncode == 2, stopped.stderr
@@ -91,13 +92,13 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     work = conductors_dir() / ".scaled.training"
     calls, _, by_process = read_totals(work / "spent.json")
     assert calls == 9 and set(by_process) == {"0", "1"}  # both processes called workers
-    assert (work / "trl").is_dir()
+    assert (work / "trl" / "checkpoint-1").is_dir()
 
     resumed = run_cli(*args, "--max-calls", "40", "--resume", timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     record = json.loads(resumed.stdout)
     assert record["engine"] == "trl"
-    assert [e["step"] for e in record["curve"]] == [1, 2, 3]  # none fitted twice, none lost
+    assert [e["step"] for e in record["curve"]] == [1, 2]  # none fitted twice, none lost
     assert "held_out" in record["curve"][-1]
     cost = record["cost"]
     assert cost["processes"] == 2

@@ -284,6 +284,22 @@ def save_conductor(directory: Path, policy: Policy, record: dict[str, Any]) -> P
     return directory
 
 
+def export_checked(
+    policy: Policy, base: Path, work: Path, on_progress: OnProgress
+) -> tuple[Path, dict[str, Any]]:
+    """The trained adapter staged for installing (`adapter.gguf` and the peft copy) and the
+    export check's verdict: llama.cpp's greedy continuations against torch's."""
+    from conductor_cli.train.export_check import check_export
+
+    staged = stage(work)
+    policy.export(staged / registry.ADAPTER)
+    policy.save_adapter(staged / "peft")
+    on_progress(Progress("export check", 0, 1))
+    export = check_export(policy, base, staged / registry.ADAPTER)
+    on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
+    return staged, export
+
+
 def _check_lora_options(options: TrainOptions, method: str) -> None:
     if method not in LORA_METHODS:
         raise InputError(f"--method {method!r}: use one of head, {', '.join(LORA_METHODS)}")
@@ -469,16 +485,7 @@ class _LoraTraining:
 
     def finish(self, final: Path, started: float) -> dict[str, Any]:
         """Export the adapter, check the export against torch, write the record, install."""
-        from conductor_cli.train.export_check import check_export
-
-        staged = stage(self.work)
-        self.policy.export(staged / registry.ADAPTER)
-        self.policy.save_adapter(staged / "peft")
-        self.on_progress(Progress("export check", 0, 1))
-        export = check_export(self.policy, self.base, staged / registry.ADAPTER)
-        self.on_progress(
-            Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}")
-        )
+        staged, export = export_checked(self.policy, self.base, self.work, self.on_progress)
         record = self._record(export, started)
         write_json(staged / registry.RECORD, record)
         install(self.work, final, self.options.force or self.options.resume)

@@ -49,6 +49,7 @@ from conductor_cli.train.lora_method import (
     Sample,
     Sampler,
     curve_entry,
+    export_checked,
     sample_round,
     save_conductor,
     select_experts,
@@ -63,7 +64,7 @@ from conductor_cli.train.session import (
     resolve_base,
     split_problems,
 )
-from conductor_cli.train.workdir import install, prepare, stage, target, work_dir, write_json
+from conductor_cli.train.workdir import install, prepare, target, work_dir, write_json
 
 SCALE_EXTRA = "pip install 'conductor-cli[scale]' (trl, accelerate, datasets)"
 CHECKPOINTS = "trl"  # TRL's checkpoints (adapter, optimizer, step) under the work folder
@@ -232,7 +233,7 @@ def train_trl(
             work, state.process_index, budget, {**head, "intermediate": True}, encoder.eos,
         )  # fmt: skip
         fit = _fit_experts if experts else _fit
-        curve = fit(policy, rollouts, base.path, training, options, lr, work, state, on_progress)
+        curve = fit(rollouts, base.path, training, lr, state, on_progress)
         if not state.is_main_process:
             return None
         return _finish(
@@ -244,13 +245,10 @@ def train_trl(
 
 
 def _fit(
-    policy: Any,
     rollouts: _Rollouts,
     base: Path,
     training: Sequence[Problem],
-    options: TrainOptions,
     lr: float,
-    work: Path,
     state: Any,
     on_progress: OnProgress,
 ) -> list[dict[str, Any]]:
@@ -259,6 +257,7 @@ def _fit(
     from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    policy, options, work = rollouts.policy, rollouts.options, rollouts.work
     lora = options.lora
     world = state.num_processes
     accumulate = _per_process(lora.questions_per_step, world)
@@ -342,13 +341,10 @@ def _quiet() -> Iterator[None]:
 
 
 def _fit_experts(
-    policy: Any,
     rollouts: _Rollouts,
     base: Path,
     training: Sequence[Problem],
-    options: TrainOptions,
     lr: float,
-    work: Path,
     state: Any,
     on_progress: OnProgress,
 ) -> list[dict[str, Any]]:
@@ -363,6 +359,7 @@ def _fit_experts(
     from transformers import AutoTokenizer, PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
+    policy, options, work = rollouts.policy, rollouts.options, rollouts.work
     lora = options.lora
     rounds_file = work / ROUNDS
     saved: dict[str, Any] = {"done": 0, "curve": []}
@@ -483,15 +480,8 @@ def _finish(
     on_progress: OnProgress,
 ) -> dict[str, Any]:
     """Export, check the export against torch, score the held-out questions, install."""
-    from conductor_cli.train.export_check import check_export
-
     policy, options, work = rollouts.policy, rollouts.options, rollouts.work
-    staged = stage(work)
-    policy.export(staged / registry.ADAPTER)
-    policy.save_adapter(staged / "peft")
-    on_progress(Progress("export check", 0, 1))
-    export = check_export(policy, base, staged / registry.ADAPTER)
-    on_progress(Progress("export check", 1, 1, f"{export['identical']}/{export['prompts']}"))
+    staged, export = export_checked(policy, base, work, on_progress)
     scored = held_out_score(
         rollouts.runner, held_out, str(save_conductor(work / "held-out", policy, head)), options,
         "held-out after training", on_progress,
