@@ -97,8 +97,6 @@ class _Rollouts:
     rank: int
     budget: SharedBudget
     record: dict[str, Any]
-    eos: int
-    calls: int = 0
     samples: int = 0
     seconds: float = 0.0
     _current: Path | None = field(default=None, repr=False)
@@ -147,12 +145,12 @@ class _Rollouts:
                 example = self.encoder.example(messages, sample.reply)
                 prompt, reply, mask = example.prompt, example.reply, example.mask
             else:  # no parseable workflow: an end of turn that trains nothing
-                prompt, reply, mask = tuple(self.encoder.prompt(messages)), (self.eos,), (False,)
+                prompt = tuple(self.encoder.prompt(messages))
+                reply, mask = (self.encoder.eos,), (False,)
             out["prompt_ids"].append(list(prompt))
             out["completion_ids"].append(list(reply))
             out["env_mask"].append([int(m) for m in mask])
             out["conductor_reward"].append(sample.reward)
-            self.calls += sample.calls
             self.samples += 1
         out["logprobs"] = None  # type: ignore[assignment]  # TRL recomputes them in torch
         self.seconds += time.monotonic() - started
@@ -230,7 +228,7 @@ def train_trl(
         )
         rollouts = _Rollouts(
             runner, encoder, config, options, {p.id: p for p in training}, base_spec, policy,
-            work, state.process_index, budget, {**head, "intermediate": True}, encoder.eos,
+            work, state.process_index, budget, {**head, "intermediate": True},
         )  # fmt: skip
         fit = _fit_experts if experts else _fit
         curve = fit(rollouts, base.path, training, lr, state, on_progress)
