@@ -9,15 +9,18 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from conductor_cli.config.settings import atomic_write
 from conductor_cli.errors import BudgetError
 from conductor_cli.run.budget import Budget
+from conductor_cli.train.spend import SPENT
 
-LEDGER = "spent.json"
+# The head method's spent file (spend.read_spent reads it): the same calls and dollars, with
+# the calls of each process beside them.
+LEDGER = SPENT
 
 
 @dataclass
@@ -82,9 +85,7 @@ def _locked(ledger: Path) -> Iterator[list]:
             before = json.dumps(totals)
             yield totals
             if json.dumps(totals) != before:
-                tmp = ledger.with_name(f".{ledger.name}.{os.getpid()}")
                 doc = {"calls": totals[0], "dollars": totals[1], "by_process": totals[2]}
-                tmp.write_text(json.dumps(doc))
-                os.replace(tmp, ledger)
+                atomic_write(ledger, json.dumps(doc).encode("utf-8"))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
