@@ -210,9 +210,10 @@ def test_a_step_head_from_before_gives_plans_its_drafts_from_the_answers() -> No
     assert (p.right == order[:, 1]).all()
 
 
-def _search(kinds: list[str], seed: int, per_question: float = 19.0):
+def _search(kinds: list[str], seed: int, per_question: float = 19.0, batches: int = 10**6):
     """The adaptive search on a pure numpy simulation of bench/prove_eight.py's pool: (the
-    observations, the questions' kinds, the shapes, what exploration spent)."""
+    observations, the questions' kinds, the shapes, what exploration spent), stopped after
+    `batches` batches at most."""
     from conductor_cli.train.adaptive import search
     from conductor_cli.train.explore import Observations, neighbours
 
@@ -227,8 +228,10 @@ def _search(kinds: list[str], seed: int, per_question: float = 19.0):
     p = np.array([[partial_right(s, kinds[k]) for s in shapes] for k in kind])
     obs = Observations.empty(n, len(shapes))
     spent = [0]
+    measured: list[int] = []
 
     def measure(jobs: list[tuple[int, int]]) -> None:
+        measured.append(len(jobs))
         for q, s in jobs:
             obs.add(q, s, 1.0 if rng.random() < p[q, s] else 0.5)
             spent[0] += 1
@@ -238,7 +241,8 @@ def _search(kinds: list[str], seed: int, per_question: float = 19.0):
     limit = int(per_question * n)
     used = search(
         obs, neighbours(x), calls, lambda: limit - spent[0], measure,
-        lambda: spent[0] >= limit, rng, 40, np.zeros((n, len(shapes)), dtype=bool), index,
+        lambda: spent[0] >= limit or len(measured) > batches, rng, 40,
+        np.zeros((n, len(shapes)), dtype=bool), index,
         floor=0.5,
     )  # fmt: skip
     assert spent[0] <= limit
@@ -293,3 +297,75 @@ def test_input_exploration_draws_readers_proven_elsewhere_and_unseen_drafts() ->
                 drafts[shapes[s].workers[0]] += 1
     assert judges.most_common(1)[0][0] == "w5", judges
     assert drafts.most_common(1)[0][0] == "w6", drafts  # the tool
+
+
+def test_input_exploration_is_paced_to_its_share_of_what_the_search_spent() -> None:
+    """Its readers are drawn from what the runs have shown: all at once, up front, the judge
+    proven on the join kind later in the search would not be among them."""
+    from conductor_cli.train.step_head import EXPLORE_SHARE
+
+    obs, _, _, used = _search(PARTIAL_KINDS, 0, batches=1)
+    total = int(obs.counts.sum()) - 8 * 160  # one batch: its jobs and its exploration
+    assert 0 < used.explore_calls <= EXPLORE_SHARE * total + 1
+    assert used.explore_calls < used.explore_budget / 10
+
+
+def test_a_composition_best_on_few_runs_is_measured_again_near_its_question() -> None:
+    """Thompson draws never buy a question's best estimate again: a composition right once by
+    luck would stand as the best of its neighbourhood; confirm measures it on the nearest
+    neighbour that has not run it, until it rests on CONFIRM_RUNS runs."""
+    from conductor_cli.train.explore import CONFIRM_RUNS, Observations, confirm
+
+    obs = Observations.empty(4, 3)  # shapes: two workers alone, one composition
+    for q in range(4):
+        obs.add(q, 0, 0.5)
+        obs.add(q, 1, 0.5 if q else 1.0)
+    obs.add(1, 2, 1.0)  # right once, at question 1
+    near = np.array([[0, 1, 2], [1, 2, 0], [2, 1, 3], [3, 2, 0]])
+    composite = np.array([False, False, True])
+    jobs = confirm(obs, near, [0, 0, 1], 10, 10, composite, floor=0.5)
+    # Questions 0, 1 and 2 see it best; each measures it on its nearest neighbour that has not
+    # run it and is not taken (question 3 does not see it: its neighbours never ran it).
+    assert jobs == [(0, 2), (2, 2), (3, 2)]
+    assert confirm(obs, near, [0, 0, 1], 0, 10, composite, floor=0.5) == []  # no budget
+    assert confirm(obs, near, [0, 0, 1], 10, 1, composite, floor=0.5) == [(0, 2)]
+    for q, s in jobs:
+        obs.add(q, s, 1.0)
+    assert CONFIRM_RUNS == 3  # now every neighbourhood has run it three times
+    assert confirm(obs, near, [0, 0, 1], 10, 10, composite, floor=0.5) == []
+    # A worker alone estimated best is never confirmed: every one runs on every question.
+    assert confirm(obs, near, [0, 0, 1], 10, 10, ~composite, floor=0.5) == []
+
+
+def test_a_readers_lift_is_its_best_shape_at_a_lower_bound() -> None:
+    """Of a judge's shapes, one right in both its runs does not outrank one right in 7 of 10
+    where the judge alone was wrong."""
+    from conductor_cli.train.explore import Observations
+    from conductor_cli.train.step_head import RoleLifts
+
+    workers = [f"w{i}" for i in range(4)]
+    shapes = candidate_shapes(workers, 3, "adaptive", "steps")
+    index = ShapeIndex.of(shapes, workers)
+    labels = [s.label for s in shapes]
+    obs = Observations.empty(12, len(shapes))
+    for q in range(12):
+        for s in index.single:
+            obs.add(q, int(s), 0.5)
+    lucky, proven = labels.index("w0 > w1 > w3<0,1"), labels.index("w1 > w2 > w3<0,1")
+    for q in range(2):
+        obs.add(q, lucky, 1.0)
+    for q in range(2, 12):
+        obs.add(q, proven, 1.0 if q < 9 else 0.5)
+    lift, runs = RoleLifts.of(obs, index, 0.5).judge[3]
+    assert runs == 10 and lift == pytest.approx(7 / 11)  # the lucky one: 2 / 3, 2 runs
+
+
+def test_the_search_finds_the_join_of_two_workers_wrong_alone() -> None:
+    """pjoin: w5 reading w6 and w7 (each right 5 % alone) is right 90 %, and no run short of
+    the whole composition says so. Before the paced exploration and the confirmation the
+    search ran it in 1 of these 4 trainings; now in each, again and again."""
+    for seed in range(4):
+        obs, kinds, shapes, _ = _search(PARTIAL_KINDS, seed)
+        join = [s.label for s in shapes].index("w6 > w7 > w5<0,1")
+        rows = [q for q, k in enumerate(kinds) if k == "pjoin"]
+        assert (obs.sums[rows, join] >= 1.0).sum() >= 8, seed

@@ -4,9 +4,12 @@ measuring next (explore.next_batch), until the budget is spent or every question
 
 For the step policy the search buys only the checks and joins the policy could make
 (step_head.beyond_drafts) and those that runs near a question have shown better than the
-best worker alone there, and it spends a share of the budget (step_head.EXPLORE_SHARE)
-trying workers as drafts and inputs they were not chosen for (step_head.explore_inputs): a
-worker wrong alone but right to read is found only that way.
+best worker alone there; it measures again a composition estimated best on few runs
+(explore.confirm); and it spends a share of the budget (step_head.EXPLORE_SHARE) trying
+workers as drafts and inputs they were not chosen for (step_head.explore_inputs): a worker
+wrong alone but right to read is found only that way. That share is paced, a share of what
+the search has spent so far, so that its readers are drawn from what the later runs show (a
+judge is proven on one kind of question only once the main search has found it there).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from conductor_cli.train.explore import (
     MIN_GAIN,
     PRIOR_RUNS,
     Observations,
+    confirm,
     estimates,
     next_batch,
     pooled,
@@ -80,20 +84,30 @@ def search(
     earlier training). Returns what input exploration spent."""
     spent = Spent()
     steps = index is not None
+    start = max(0, left())
     if index is not None:
-        spent.explore_budget = int(EXPLORE_SHARE * max(0, left()))
+        spent.explore_budget = int(EXPLORE_SHARE * start)
+        composite = np.ones(obs.sums.shape[1], dtype=bool)
+        composite[index.single] = False
     while not stopped():
+        jobs: Jobs = []
         shut = closed
         if index is not None:
             shut = closed | _beyond(obs, near, index, floor)
-        jobs = next_batch(obs, near, calls, left(), rng, batch, shut, floor=floor, per_call=steps)
+            jobs = confirm(obs, near, calls, left(), batch, composite, floor)
+        cost = sum(calls[s] for _, s in jobs)
+        drawn = next_batch(
+            obs, near, calls, left() - cost, rng, batch, shut, floor=floor, per_call=steps
+        )
+        jobs += [job for job in drawn if job not in jobs]
+        cost = sum(calls[s] for _, s in jobs)
         extra: Jobs = []
         if index is not None and spent.explore_calls < spent.explore_budget:
             taken = set(jobs)
-            room = min(
-                spent.explore_budget - spent.explore_calls,
-                left() - sum(calls[s] for _, s in jobs),
-            )
+            room = min(spent.explore_budget - spent.explore_calls, left() - cost)
+            if jobs:  # paced: EXPLORE_SHARE of what the search has spent so far, this batch too
+                paced = EXPLORE_SHARE * (start - left() + cost) - spent.explore_calls
+                room = min(room, int(paced / (1.0 - EXPLORE_SHARE)) + 1)
             drawn = explore_inputs(
                 obs, near, index, calls, room, rng, batch, floor=floor, tools=tools
             )

@@ -7,8 +7,10 @@ neighbours in the conductor's hidden state (the question itself included): like 
 reward like workflows. Each batch then buys, on the questions where it could matter most, the
 one unmeasured shape whose reward, drawn from a Beta posterior over those runs (Thompson
 sampling), most exceeds the best estimate there (for the step policy: most a call); where no
-draw beats it by MIN_GAIN the question is settled. The rewards of the shapes never bought are
-estimated, not measured: the head learns from the estimated table (`estimates`).
+draw beats it by MIN_GAIN the question is settled. For the step policy, a composition estimated
+best at a question on few runs is first measured again near it (confirm). The rewards of the
+shapes never bought are estimated, not measured: the head learns from the estimated table
+(`estimates`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ import numpy as np
 NEIGHBOURS = 8
 MIN_GAIN = 0.05
 PRIOR_RUNS = 1.0
+# How many runs over its neighbourhood a composition estimated best at a question needs before
+# the search takes it as that question's best (confirm). Measured on bench/prove_eight.py's
+# pools (docs/train.md): 2 and 5 confirmed less well.
+CONFIRM_RUNS = 3
 
 
 @dataclass
@@ -129,4 +135,38 @@ def next_batch(
             continue
         chosen.append((int(q), int(shape[q])))
         spent += cost
+    return chosen
+
+
+def confirm(
+    obs: Observations,
+    near: np.ndarray,
+    calls: Sequence[int],
+    budget: int,
+    max_jobs: int,
+    composite: np.ndarray,
+    floor: float = 0.0,
+) -> list[tuple[int, int]]:
+    """At most `max_jobs` (question, shape) pairs that check a question's best estimate: where
+    the shape estimated best at a question is a composition (`composite` (S,) True) resting on
+    fewer than CONFIRM_RUNS runs over its neighbourhood, it is measured once more, on the
+    nearest neighbour that has not run it. Thompson draws only buy what might beat the best
+    estimate, never the best itself, so among hundreds of compositions each run once or twice,
+    one that was lucky would otherwise stand as the question's best, and the policy learns it."""
+    sums, counts = pooled(obs, near)
+    sums = right_runs(sums, counts, floor)
+    mean = sums / (counts + PRIOR_RUNS)
+    top = mean.argmax(axis=1)
+    chosen: list[tuple[int, int]] = []
+    spent = 0
+    for q in np.argsort(-mean.max(axis=1), kind="stable"):
+        s = int(top[q])
+        if len(chosen) >= max_jobs:
+            break
+        if not composite[s] or counts[q, s] >= CONFIRM_RUNS or spent + calls[s] > budget:
+            continue
+        unrun = [int(r) for r in near[q] if obs.counts[r, s] == 0 and (int(r), s) not in chosen]
+        if unrun:
+            chosen.append((unrun[0], s))
+            spent += calls[s]
     return chosen

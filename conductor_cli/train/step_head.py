@@ -15,9 +15,9 @@ plus 3(k + 1): its size and its cost grow linearly with the pool, where the shap
 with the number of shapes (n + n² + n²(n - 1)/2 with joins).
 
 The search that measures its rewards (adaptive.search) buys the checks and joins of the best
-answerers, and spends a share of the budget (EXPLORE_SHARE) on readers and drafts chosen by
-what workers were seen to add (explore_inputs, RoleLifts), so that a worker whose value is what
-it gives to another step is tried in that role.
+answerers, and spends a share of the budget (EXPLORE_SHARE, paced over the search) on readers
+and drafts chosen by what workers were seen to add (explore_inputs, RoleLifts), so that a
+worker whose value is what it gives to another step is tried in that role.
 
 The gates are then evolved by sep-CMA-ES on the reward table (measured where measured,
 estimated elsewhere), kept only where a 2-fold cross-validation prefers them to zero gates.
@@ -61,7 +61,9 @@ UNSEEN = 0.8
 READER_RUNS = 20.0
 # The share of the reward calls left after the single runs that explore_inputs may spend:
 # checks and joins of workers as inputs they were not chosen for, the floor for a worker never
-# seen as one. Measured on bench/prove_partial.py and bench/prove_eight.py (docs/train.md).
+# seen as one; spent as the search goes, never more than this share of what it has spent so
+# far (adaptive.search). Measured on bench/prove_eight.py, with and without --partial
+# (docs/train.md).
 EXPLORE_SHARE = 0.3
 # A question has room for a composition while its best shape is estimated at most this (on
 # the 0-1 scale from a wrong answer to a right one).
@@ -306,10 +308,11 @@ def beyond_drafts(index: ShapeIndex, answers: np.ndarray, shapes: int) -> np.nda
 
 @dataclass(frozen=True)
 class RoleLifts:
-    """(n,) per role: the best mean lift a worker was seen to bring in it over every question
-    (None where it was never seen in the role). A lift is a check's or join's reward less its
-    reader's (the checker's, the judge's) own answer alone at the same question: what seeing
-    the drafts added. The reader's roles are credited with it, and so are the drafts'."""
+    """(n,) per role: the mean lift of a worker's best shape in it over every question, best
+    at a lower bound (None where it was never seen in the role). A lift is a check's or join's
+    reward less its reader's (the checker's, the judge's) own answer alone at the same
+    question: what seeing the drafts added. The reader's roles are credited with it, and so
+    are the drafts'."""
 
     checker: list[tuple[float, float] | None]  # (lift, runs of the shape it was seen in)
     judge: list[tuple[float, float] | None]
@@ -330,13 +333,17 @@ class RoleLifts:
         base = (alone[:, reader[cols]] * obs.counts[:, cols]).sum(axis=0)
         # One run of no lift shrinks a shape run once: one lucky run is not a worker's worth.
         lift[cols] = (right[:, cols].sum(axis=0) - base) / (runs[cols] + 1.0)
+        # A worker's best shape is the best at a lower bound (as in `gives`): among the many
+        # shapes a reader was seen in once, one is lucky, and would outrank the one it was
+        # seen to lift again and again.
+        sure = lift - GIVE_DOUBT / np.sqrt(1.0 + runs)
 
         def best(columns: np.ndarray) -> list[tuple[float, float] | None]:  # per worker
             out: list[tuple[float, float] | None] = []
             for row in columns:
                 there = row[(row >= 0)]
                 there = there[seen[there]]
-                top = there[np.argmax(lift[there])] if there.size else -1
+                top = there[np.argmax(sure[there])] if there.size else -1
                 out.append((float(lift[top]), float(runs[top])) if top >= 0 else None)
             return out
 
