@@ -329,6 +329,9 @@ def test_a_composition_best_on_few_runs_is_measured_again_near_its_question() ->
     assert jobs == [(0, 2), (2, 2), (3, 2)]
     assert confirm(obs, near, [0, 0, 1], 0, 10, composite, floor=0.5) == []  # no budget
     assert confirm(obs, near, [0, 0, 1], 10, 1, composite, floor=0.5) == [(0, 2)]
+    settled = np.zeros((4, 3), dtype=bool)
+    settled[2, 2] = True  # an earlier training settled it at question 2: not bought there
+    assert confirm(obs, near, [0, 0, 1], 10, 10, composite, settled, floor=0.5) == [(0, 2), (3, 2)]
     for q, s in jobs:
         obs.add(q, s, 1.0)
     assert CONFIRM_RUNS == 3  # now every neighbourhood has run it three times

@@ -94,7 +94,7 @@ def search(
         shut = closed
         if index is not None:
             shut = closed | _beyond(obs, near, index, floor)
-            jobs = confirm(obs, near, calls, left(), batch, composite, floor)
+            jobs = confirm(obs, near, calls, left(), batch, composite, closed, floor)
         cost = sum(calls[s] for _, s in jobs)
         drawn = next_batch(
             obs, near, calls, left() - cost, rng, batch, shut, floor=floor, per_call=steps

@@ -145,14 +145,16 @@ def confirm(
     budget: int,
     max_jobs: int,
     composite: np.ndarray,
+    closed: np.ndarray | None = None,
     floor: float = 0.0,
 ) -> list[tuple[int, int]]:
     """At most `max_jobs` (question, shape) pairs that check a question's best estimate: where
     the shape estimated best at a question is a composition (`composite` (S,) True) resting on
     fewer than CONFIRM_RUNS runs over its neighbourhood, it is measured once more, on the
-    nearest neighbour that has not run it. Thompson draws only buy what might beat the best
-    estimate, never the best itself, so among hundreds of compositions each run once or twice,
-    one that was lucky would otherwise stand as the question's best, and the policy learns it."""
+    nearest neighbour that has not run it (nor settled it: `closed` (n, S)). Thompson draws
+    only buy what might beat the best estimate, never the best itself, so among hundreds of
+    compositions each run once or twice, one that was lucky would otherwise stand as the
+    question's best, and the policy learns it."""
     sums, counts = pooled(obs, near)
     sums = right_runs(sums, counts, floor)
     mean = sums / (counts + PRIOR_RUNS)
@@ -165,7 +167,13 @@ def confirm(
             break
         if not composite[s] or counts[q, s] >= CONFIRM_RUNS or spent + calls[s] > budget:
             continue
-        unrun = [int(r) for r in near[q] if obs.counts[r, s] == 0 and (int(r), s) not in chosen]
+        unrun = [
+            int(r)
+            for r in near[q]
+            if obs.counts[r, s] == 0
+            and (closed is None or not closed[r, s])
+            and (int(r), s) not in chosen
+        ]
         if unrun:
             chosen.append((unrun[0], s))
             spent += calls[s]
