@@ -25,8 +25,8 @@ NEIGHBOURS = 8
 MIN_GAIN = 0.05
 PRIOR_RUNS = 1.0
 # How many runs over its neighbourhood a composition estimated best at a question needs before
-# the search takes it as that question's best (confirm). Measured on bench/prove_eight.py's
-# pools (docs/train.md): 2 and 5 confirmed less well.
+# the search takes it as that question's best (confirm). On a numpy copy of
+# bench/prove_eight.py --partial (docs/train.md), 2 and 5 did no better.
 CONFIRM_RUNS = 3
 
 
