@@ -236,8 +236,14 @@ def _search(kinds: list[str], seed: int, per_question: float = 19.0, batches: in
             obs.add(q, s, 1.0 if rng.random() < p[q, s] else 0.5)
             spent[0] += 1
 
+    # Priced as the CLI prices them (a check one call beyond its draft, a join two), spent as
+    # it spends them: one call a run, its first steps mostly cached (bench/prove_eight.py: 1.15
+    # calls a composition run).
+    calls = [
+        0 if s in set(index.single.tolist()) else len(shapes[s].workers) - 1
+        for s in range(len(shapes))
+    ]
     measure([(q, int(s)) for q in range(n) for s in index.single])
-    calls = [0 if s in set(index.single.tolist()) else 1 for s in range(len(shapes))]
     limit = int(per_question * n)
     used = search(
         obs, neighbours(x), calls, lambda: limit - spent[0], measure,
@@ -304,9 +310,11 @@ def test_input_exploration_is_paced_to_its_share_of_what_the_search_spent() -> N
     proven on the join kind later in the search would not be among them."""
     from conductor_cli.train.step_head import EXPLORE_SHARE
 
-    obs, _, _, used = _search(PARTIAL_KINDS, 0, batches=1)
-    total = int(obs.counts.sum()) - 8 * 160  # one batch: its jobs and its exploration
-    assert 0 < used.explore_calls <= EXPLORE_SHARE * total + 1
+    obs, _, shapes, used = _search(PARTIAL_KINDS, 0, batches=1)
+    # One batch: its jobs and its exploration, priced as the search prices them.
+    price = np.array([len(s.workers) - 1 for s in shapes])
+    total = int((obs.counts.sum(axis=0) * price).sum())
+    assert 0 < used.explore_calls <= EXPLORE_SHARE * total + 2
     assert used.explore_calls < used.explore_budget / 10
 
 
@@ -340,6 +348,28 @@ def test_a_composition_best_on_few_runs_is_measured_again_near_its_question() ->
     assert confirm(obs, near, [0, 0, 1], 10, 10, ~composite, floor=0.5) == []
 
 
+def test_a_composition_unlucky_on_few_runs_is_measured_again_against_the_best() -> None:
+    """A composition right once in two runs is not yet worse than a worker right three times
+    in eight: it is the runner-up, and measured again before the search takes the worker as
+    the question's best (the join kind of bench/prove_eight.py was lost that way)."""
+    from conductor_cli.train.explore import Observations, confirm
+
+    obs = Observations.empty(8, 3)
+    for q in range(8):
+        obs.add(q, 0, 0.5)
+        obs.add(q, 1, 1.0 if q < 3 else 0.5)
+    obs.add(0, 2, 1.0)
+    obs.add(1, 2, 0.5)
+    # Every question is every other's neighbour, itself first.
+    near = np.array([[q] + [r for r in range(8) if r != q] for q in range(8)])
+    composite = np.array([False, False, True])
+    jobs = confirm(obs, near, [0, 0, 1], 10, 10, composite, floor=0.5)
+    assert sorted(q for q, _ in jobs) == [2, 3, 4, 5, 6, 7] and {s for _, s in jobs} == {2}
+    for q in (2, 3, 4, 5):  # right on four more: apart, above the worker, with two unrun
+        obs.add(q, 2, 1.0)
+    assert confirm(obs, near, [0, 0, 1], 10, 10, composite, floor=0.5) == []
+
+
 def test_a_readers_lift_is_its_best_shape_at_a_lower_bound() -> None:
     """Of a judge's shapes, one right in both its runs does not outrank one right in 7 of 10
     where the judge alone was wrong."""
@@ -365,8 +395,8 @@ def test_a_readers_lift_is_its_best_shape_at_a_lower_bound() -> None:
 
 def test_the_search_finds_the_join_of_two_workers_wrong_alone() -> None:
     """pjoin: w5 reading w6 and w7 (each right 5 % alone) is right 90 %, and no run short of
-    the whole composition says so. Before the paced exploration and the confirmation the
-    search ran it in 1 of these 4 trainings; now in each, again and again."""
+    the whole composition says so. Confirming only a composition estimated best (not the
+    runner-up) ran it right 8 times or more in 2 of these 4 trainings; now in each."""
     for seed in range(4):
         obs, kinds, shapes, _ = _search(PARTIAL_KINDS, seed)
         join = [s.label for s in shapes].index("w6 > w7 > w5<0,1")

@@ -7,8 +7,9 @@ neighbours in the conductor's hidden state (the question itself included): like 
 reward like workflows. Each batch then buys, on the questions where it could matter most, the
 one unmeasured shape whose reward, drawn from a Beta posterior over those runs (Thompson
 sampling), most exceeds the best estimate there (for the step policy: most a call); where no
-draw beats it by MIN_GAIN the question is settled. For the step policy, a composition estimated
-best at a question on few runs is first measured again near it (confirm). The rewards of the
+draw beats it by MIN_GAIN the question is settled. For the step policy, where a question's two
+best estimates are not yet apart, the composition among them resting on fewer runs is first
+measured again near it (confirm). The rewards of the
 shapes never bought are estimated, not measured: the head learns from the estimated table
 (`estimates`).
 """
@@ -25,9 +26,12 @@ NEIGHBOURS = 8
 MIN_GAIN = 0.05
 PRIOR_RUNS = 1.0
 # How many runs over its neighbourhood a composition estimated best at a question needs before
-# the search takes it as that question's best (confirm). On a numpy copy of
-# bench/prove_eight.py --partial (docs/train.md), 2 and 5 did no better.
+# the search takes it as that question's best, and how many standard errors apart from the
+# runner-up it must stand after that (confirm). On a numpy copy of bench/prove_eight.py
+# (docs/train.md), 2 and 5 runs and a separation of 1.5 did no better, nor did capping the runs
+# the separation buys.
 CONFIRM_RUNS = 3
+SEPARATION = 1.0
 
 
 @dataclass
@@ -148,24 +152,38 @@ def confirm(
     closed: np.ndarray | None = None,
     floor: float = 0.0,
 ) -> list[tuple[int, int]]:
-    """At most `max_jobs` (question, shape) pairs that check a question's best estimate: where
-    the shape estimated best at a question is a composition (`composite` (S,) True) resting on
-    fewer than CONFIRM_RUNS runs over its neighbourhood, it is measured once more, on the
-    nearest neighbour that has not run it (nor settled it: `closed` (n, S)). Thompson draws
-    only buy what might beat the best estimate, never the best itself, so among hundreds of
-    compositions each run once or twice, one that was lucky would otherwise stand as the
-    question's best, and the policy learns it."""
+    """At most `max_jobs` (question, shape) pairs that settle which of a question's two best
+    estimates is best: a composition (`composite` (S,) True) estimated best on fewer than
+    CONFIRM_RUNS runs over the neighbourhood, and after that, where the two are not SEPARATION
+    standard errors apart, the composition among them resting on fewer runs, is measured once
+    more, on the nearest neighbour that has not run it (nor settled it:
+    `closed` (n, S)); once every neighbour has, the two stand as measured. Thompson draws only
+    buy what might beat the best estimate, never the best itself nor its runner-up, so a
+    composition lucky once or twice (among hundreds run once) would stand as a question's
+    best, and one unlucky a few times would lose to a worker right half the time alone; the
+    policy then learns either."""
     sums, counts = pooled(obs, near)
     sums = right_runs(sums, counts, floor)
     mean = sums / (counts + PRIOR_RUNS)
-    top = mean.argmax(axis=1)
+    # Floored: a shape right on every run so far is not certain to be right.
+    error = np.sqrt(np.maximum(mean * (1.0 - mean), 0.02) / (counts + PRIOR_RUNS))
+    order = np.argsort(-mean, axis=1, kind="stable")[:, :2]
     chosen: list[tuple[int, int]] = []
     spent = 0
     for q in np.argsort(-mean.max(axis=1), kind="stable"):
-        s = int(top[q])
-        if len(chosen) >= max_jobs:
+        if len(chosen) >= max_jobs or order.shape[1] < 2:
             break
-        if not composite[s] or counts[q, s] >= CONFIRM_RUNS or spent + calls[s] > budget:
+        top, second = (int(s) for s in order[q])
+        if composite[top] and counts[q, top] < CONFIRM_RUNS:
+            s = top
+        elif mean[q, top] - mean[q, second] >= SEPARATION * (error[q, top] + error[q, second]):
+            continue
+        else:
+            doubtful = [s for s in (top, second) if composite[s]]
+            if not doubtful:
+                continue
+            s = min(doubtful, key=lambda s: counts[q, s])
+        if spent + calls[s] > budget:
             continue
         unrun = [
             int(r)
