@@ -4,10 +4,11 @@ measuring next (explore.next_batch), until the budget is spent or every question
 
 For the step policy the search buys only the checks and joins the policy could make
 (step_head.beyond_drafts) and those that runs near a question have shown better than the
-best worker alone there; it measures again a composition estimated best on few runs
-(explore.confirm); and it spends a share of the budget (step_head.EXPLORE_SHARE) trying
-workers as drafts and inputs they were not chosen for (step_head.explore_inputs): a worker
-wrong alone but right to read is found only that way. That share is paced, a share of what
+best worker alone there; it measures again a composition estimated best on few runs, and
+one of a question's two best estimates while they are not yet apart (explore.confirm); and it
+spends a share of the budget (step_head.EXPLORE_SHARE) trying workers as drafts and inputs
+they were not chosen for (step_head.explore_inputs): a worker wrong alone but right to read
+is found only that way. That share is paced, a share of what
 the search has spent so far, so that its readers are drawn from what the later runs show (a
 judge is proven on one kind of question only once the main search has found it there).
 """
