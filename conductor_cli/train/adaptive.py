@@ -8,9 +8,9 @@ best worker alone there; it measures again a composition estimated best on few r
 one of a question's two best estimates while they are not yet apart (explore.confirm); and it
 spends a share of the budget (step_head.EXPLORE_SHARE) trying workers as drafts and inputs
 they were not chosen for (step_head.explore_inputs): a worker wrong alone but right to read
-is found only that way. That share is paced, a share of what
-the search has spent so far, so that its readers are drawn from what the later runs show (a
-judge is proven on one kind of question only once the main search has found it there).
+is found only that way. That share is paced, a share of what the search has spent so far, so
+that its readers are drawn from what the later runs show (a judge is proven on one kind of
+question only once the main search has found it there).
 """
 
 from __future__ import annotations

@@ -7,11 +7,10 @@ neighbours in the conductor's hidden state (the question itself included): like 
 reward like workflows. Each batch then buys, on the questions where it could matter most, the
 one unmeasured shape whose reward, drawn from a Beta posterior over those runs (Thompson
 sampling), most exceeds the best estimate there (for the step policy: most a call); where no
-draw beats it by MIN_GAIN the question is settled. For the step policy, where a question's two
-best estimates are not yet apart, the composition among them resting on fewer runs is first
-measured again near it (confirm). The rewards of the
-shapes never bought are estimated, not measured: the head learns from the estimated table
-(`estimates`).
+draw beats it by MIN_GAIN the question is settled. For the step policy, a composition
+estimated best at a question on few runs, or one of its two best estimates while they are not
+yet apart, is first measured again near it (confirm). The rewards of the shapes never bought
+are estimated, not measured: the head learns from the estimated table (`estimates`).
 """
 
 from __future__ import annotations
@@ -156,12 +155,12 @@ def confirm(
     estimates is best: a composition (`composite` (S,) True) estimated best on fewer than
     CONFIRM_RUNS runs over the neighbourhood, and after that, where the two are not SEPARATION
     standard errors apart, the composition among them resting on fewer runs, is measured once
-    more, on the nearest neighbour that has not run it (nor settled it:
-    `closed` (n, S)); once every neighbour has, the two stand as measured. Thompson draws only
-    buy what might beat the best estimate, never the best itself nor its runner-up, so a
-    composition lucky once or twice (among hundreds run once) would stand as a question's
-    best, and one unlucky a few times would lose to a worker right half the time alone; the
-    policy then learns either."""
+    more, on the nearest neighbour that has not run it (nor settled it: `closed` (n, S));
+    once every neighbour has, the two stand as measured. Thompson draws only buy what might
+    beat the best estimate, never the best itself nor its runner-up, so a composition lucky
+    once or twice (among hundreds run once) would stand as a question's best, and one unlucky
+    a few times would lose to a worker right half the time alone; the policy then learns
+    either."""
     sums, counts = pooled(obs, near)
     sums = right_runs(sums, counts, floor)
     mean = sums / (counts + PRIOR_RUNS)
