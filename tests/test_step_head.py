@@ -239,10 +239,8 @@ def _search(kinds: list[str], seed: int, per_question: float = 19.0, batches: in
     # Priced as the CLI prices them (a check one call beyond its draft, a join two), spent as
     # it spends them: one call a run, its first steps mostly cached (bench/prove_eight.py: 1.15
     # calls a composition run).
-    calls = [
-        0 if s in set(index.single.tolist()) else len(shapes[s].workers) - 1
-        for s in range(len(shapes))
-    ]
+    singles = set(index.single.tolist())
+    calls = [0 if s in singles else len(shapes[s].workers) - 1 for s in range(len(shapes))]
     measure([(q, int(s)) for q in range(n) for s in index.single])
     limit = int(per_question * n)
     used = search(

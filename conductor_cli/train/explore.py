@@ -168,9 +168,11 @@ def confirm(
     error = np.sqrt(np.maximum(mean * (1.0 - mean), 0.02) / (counts + PRIOR_RUNS))
     order = np.argsort(-mean, axis=1, kind="stable")[:, :2]
     chosen: list[tuple[int, int]] = []
+    if order.shape[1] < 2:  # one shape: nothing to settle
+        return chosen
     spent = 0
     for q in np.argsort(-mean.max(axis=1), kind="stable"):
-        if len(chosen) >= max_jobs or order.shape[1] < 2:
+        if len(chosen) >= max_jobs:
             break
         top, second = (int(s) for s in order[q])
         if composite[top] and counts[q, top] < CONFIRM_RUNS:
