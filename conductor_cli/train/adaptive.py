@@ -22,13 +22,11 @@ import numpy as np
 
 from conductor_cli.train.explore import (
     MIN_GAIN,
-    PRIOR_RUNS,
+    Near,
     Observations,
     confirm,
     estimates,
     next_batch,
-    pooled,
-    right_runs,
 )
 from conductor_cli.train.step_head import (
     EXPLORE_SHARE,
@@ -55,9 +53,8 @@ def _beyond(obs: Observations, near: np.ndarray, index: ShapeIndex, floor: float
     those beyond its drafts (step_head.beyond_drafts), unless runs in the neighbourhood have
     shown the check or join better than the best worker alone there (a draft found by
     explore_inputs, confirmed or refuted by the runs this opens)."""
-    sums, counts = pooled(obs, near)
-    sums = right_runs(sums, counts, floor)
-    mean = sums / (counts + PRIOR_RUNS)
+    seen = Near.of(obs, near, floor)
+    counts, mean = seen.runs, seen.mean
     single = mean[:, index.single].max(axis=1, keepdims=True)
     beyond = beyond_drafts(index, estimates(obs, near, floor)[:, index.single], mean.shape[1])
     composite = np.ones(mean.shape[1], dtype=bool)

@@ -93,6 +93,23 @@ def right_runs(sums: np.ndarray, counts: np.ndarray, floor: float) -> np.ndarray
     return np.clip((sums - floor * counts) / (1.0 - floor), 0.0, counts)
 
 
+@dataclass(frozen=True)
+class Near:
+    """What the runs over each question's neighbourhood say of each shape, on the 0-1 scale
+    from a wrong answer to a right one: the mass of right runs, the runs, and their mean with
+    PRIOR_RUNS pseudo-runs of a wrong answer (each (n, S))."""
+
+    right: np.ndarray
+    runs: np.ndarray
+    mean: np.ndarray
+
+    @classmethod
+    def of(cls, obs: Observations, near: np.ndarray, floor: float) -> Near:
+        sums, counts = pooled(obs, near)
+        right = right_runs(sums, counts, floor)
+        return cls(right, counts, right / (counts + PRIOR_RUNS))
+
+
 def next_batch(
     obs: Observations,
     near: np.ndarray,
@@ -111,9 +128,8 @@ def next_batch(
     `per_call`: each question buys the shape with the most gain a call (of those that gain
     MIN_GAIN), and the questions are served in that order: a two-step check before a
     three-step join that promises no more."""
-    sums, counts = pooled(obs, near)
-    sums = right_runs(sums, counts, floor)
-    best = (sums / (counts + PRIOR_RUNS)).max(axis=1)
+    seen = Near.of(obs, near, floor)
+    sums, counts, best = seen.right, seen.runs, seen.mean.max(axis=1)
     # Beta(1 + reward mass, 1 + its complement) per (question, shape): optimistic where unknown.
     draws = rng.beta(1.0 + sums, 1.0 + counts - sums)
     gain = draws - best[:, None]
@@ -161,9 +177,8 @@ def confirm(
     once or twice (among hundreds run once) would stand as a question's best, and one unlucky
     a few times would lose to a worker right half the time alone; the policy then learns
     either."""
-    sums, counts = pooled(obs, near)
-    sums = right_runs(sums, counts, floor)
-    mean = sums / (counts + PRIOR_RUNS)
+    seen = Near.of(obs, near, floor)
+    counts, mean = seen.runs, seen.mean
     # Floored: a shape right on every run so far is not certain to be right.
     error = np.sqrt(np.maximum(mean * (1.0 - mean), 0.02) / (counts + PRIOR_RUNS))
     order = np.argsort(-mean, axis=1, kind="stable")[:, :2]

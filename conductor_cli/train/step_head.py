@@ -33,7 +33,7 @@ import numpy as np
 
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.policy.step_head import Plan, StepWeights, plan
-from conductor_cli.train.explore import PRIOR_RUNS, Observations, pooled, right_runs
+from conductor_cli.train.explore import Near, Observations, right_runs
 from conductor_cli.train.head import CV_MARGIN, GENERATIONS, search
 
 # The gates' evolution step size, as a share of the regressions' spread: they start from a
@@ -392,9 +392,8 @@ def explore_inputs(
     both. The check or the join whose draw is higher is bought,
     on the questions whose best shape is estimated lowest first (ROOM: those a composition
     could still lift)."""
-    sums, counts = pooled(obs, near)
-    sums = right_runs(sums, counts, floor)
-    best = (sums / (counts + PRIOR_RUNS)).max(axis=1)
+    seen = Near.of(obs, near, floor)
+    sums, counts, best = seen.right, seen.runs, seen.mean.max(axis=1)
     n, count = len(index.single), sums.shape[0]
     rows = np.arange(count)
     lifts = RoleLifts.of(obs, index, floor)
