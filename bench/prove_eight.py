@@ -20,6 +20,13 @@ held-out questions compares it with the references.
 that every worker answers right at most 30 % of the time and w7 5 %, but `w7 > w3<0` 90 % (w3
 finishing w7's draft); pjoin, the same alone, but `w6 > w7 > w5<0,1` 90 % (w5 reading the two
 halves w6 and w7 give, each wrong alone).
+
+The ideal plan is the one the simulation was built around, each kind on the shape made for it
+(a specialist alone, CHAIN, JOIN, PCHECK, PJOIN), scored on the same held-out questions with
+the simulation's own draws (SimulatedPool.answers_right): every shape is right at most 95 % of
+the time, so no plan can expect more than 0.95 (0.9375 with --partial), and a plan's score on
+250 questions is itself a draw. `ideal_check` is the share of the policy's held-out answers
+the same reconstruction reproduces (1.0: the ideal plan's figures are the simulation's).
 """
 
 from __future__ import annotations
@@ -33,7 +40,11 @@ from pathlib import Path
 from _common import accuracy, conductor, isolated_env, paired, stored_results, temp_root
 from prove_learning import write_qa
 
-from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.testing.simulated_pool import (
+    SimulatedPool,
+    SimulatedQuestion,
+    make_questions,
+)
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
 # --partial: two kinds more that only compositions of partial workers answer (issue 44).
@@ -43,6 +54,9 @@ JOIN = "w1 > w2 > w5<0,1"
 PCHECK = "w7 > w3<0"
 PJOIN = "w6 > w7 > w5<0,1"
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
+IDEAL = {**SPECIALIST, "chain": CHAIN, "join": JOIN, "pcheck": PCHECK, "pjoin": PJOIN}
+# `conductor eval`'s seed (its default): the engine seeds step i with it + i + 1 (run/engine.py).
+EVAL_SEED = 0
 
 
 def skills(partial: bool = False) -> dict[str, dict[str, float]]:
@@ -153,6 +167,18 @@ def main() -> None:
         return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
     refs = {s: accuracy(right(s), kinds) for s in correct}
+    questions = {f"q{q.number}": q for q in held}
+    ideal = [through(sim, IDEAL[kind_of[i]], questions[i]) for i in ids]
+    planned = {
+        r["problem_id"]: r.get("detail", {}).get("shape")
+        for r in rows
+        if r["strategy"] == "conductor:eight"
+    }
+    reproduced = [
+        through(sim, planned[i], questions[i]) == bool(correct["conductor:eight"][i])
+        for i in ids
+        if planned.get(i)
+    ]
     best_single = max(
         (s for s in refs if s.startswith("single:")), key=lambda s: refs[s]["accuracy"]
     )
@@ -191,6 +217,9 @@ def main() -> None:
         "minus_knn_router": paired(mine, right("knn-router")),
         "minus_best_single": paired(mine, right(best_single)),
         "minus_untrained": paired(mine, right("conductor")),
+        "ideal_plan": accuracy(ideal, kinds),
+        "minus_ideal_plan": paired(mine, ideal),
+        "ideal_check": round(sum(reproduced) / len(reproduced), 3) if reproduced else None,
         "root": str(root),
     }
     sim.close()
@@ -202,10 +231,13 @@ def main() -> None:
         f"trained: {trained['simulation_calls']} calls ({report['calls_per_question']}/q, "
         f"--max-calls {limit}), {report['weights']} weights, policy {report['policy']}"
     )
-    for s, v in sorted(refs.items(), key=lambda kv: -kv[1]["accuracy"]):
-        by_kind = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in kinds)
+    rows_out = sorted(refs.items(), key=lambda kv: -kv[1]["accuracy"])
+    for s, v in [("ideal plan", report["ideal_plan"]), *rows_out]:
+        by_kind = " ".join(f"{k} {v['by_kind'].get(k, 0):.2f}" for k in dict.fromkeys(kinds))
         print(f"{s:18} {v['accuracy']:.3f} [{v['low']:.3f}, {v['high']:.3f}]  {by_kind}")
-    for key in ("minus_knn_router", "minus_best_single", "minus_untrained"):
+    print(f"(the ideal plan reproduces {report['ideal_check']} of the policy's answers)")
+    keys = ("minus_ideal_plan", "minus_knn_router", "minus_best_single", "minus_untrained")
+    for key in keys:
         d = report[key]
         print(f"{key:18} {d['difference']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]")
     print("chain:", report["chain_shapes"])
@@ -215,6 +247,17 @@ def main() -> None:
         print("pjoin:", report["pjoin_shapes"])
     print(f"input exploration: {report['explore_calls']} of {report['explore_budget']} calls")
     print(f"files in {root}")
+
+
+def through(sim: SimulatedPool, label: str, question: SimulatedQuestion) -> bool:
+    """Whether `question` is answered right through the shape `label` ("w6 > w7 > w5<0,1") as
+    `conductor eval` runs it: its last step's answer is the answer, and what that step sees
+    sets its odds."""
+    steps = label.split(" > ")
+    names = [step.split("<")[0] for step in steps]
+    last = steps[-1]
+    seen = {names[int(i)] for i in last.split("<")[1].split(",")} if "<" in last else set()
+    return sim.answers_right(names[-1], question, seen, EVAL_SEED + len(steps))
 
 
 def _share(counts: dict[str, int], label: str) -> float:

@@ -150,6 +150,29 @@ class SimulatedPool:
             return helper[1]
         return self.skills.get(worker, {}).get(kind, 0.0)
 
+    def draw(
+        self,
+        worker: str,
+        number: int,
+        seed: object,
+        seen: set[str],
+        rounds: list[str] | None = None,
+    ) -> float:
+        """The uniform draw behind a reply: deterministic in (worker, question, request seed,
+        what it sees), and for a cue question's later round, in which rounds it read."""
+        key = f"{worker}|{number}|{seed}|{sorted(seen)}"
+        if rounds:  # each round's check is a draw of its own
+            key += f"|rounds {rounds}"
+        return random.Random(hashlib.sha256(key.encode()).digest()).random()
+
+    def answers_right(
+        self, worker: str, question: SimulatedQuestion, seen: set[str], seed: object
+    ) -> bool:
+        """What `reply` would say, without a request: whether `worker`, having seen the steps
+        of `seen`, answers `question` right under the request seed `seed` (rounds aside)."""
+        draw = self.draw(worker, question.number, seed, seen)
+        return draw < self.probability(worker, question.kind, seen)
+
     def reply(self, body: dict) -> str:
         worker = str(body.get("model", "")).split("/")[-1]
         user = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
@@ -162,10 +185,7 @@ class SimulatedPool:
         rounds = ROUND_SEEN.findall(user) if q.kind == "cue" else []
         if rounds:
             seen.add(ROUND_ANSWER)
-        key = f"{worker}|{q.number}|{body.get('seed')}|{sorted(seen)}"
-        if rounds:  # each round's check is a draw of its own
-            key += f"|rounds {rounds}"
-        draw = random.Random(hashlib.sha256(key.encode()).digest()).random()
+        draw = self.draw(worker, q.number, body.get("seed"), seen, rounds)
         last = str(body.get("messages", [{}])[-1].get("content", ""))
         if last.rstrip().endswith(PROGRAM_REQUEST):
             skill = self.programs.get(worker, {}).get(q.kind)
