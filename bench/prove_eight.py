@@ -157,23 +157,24 @@ def main() -> None:
     def right(strategy: str) -> list[bool]:
         return [bool(correct[strategy][i]) for i in ids]
 
-    def shapes(strategy: str, kind: str) -> dict[str, int]:
-        by_id = {r["problem_id"]: r for r in rows if r["strategy"] == strategy}
+    # The shape the trained policy planned for each held-out question (None: not recorded).
+    planned = {
+        r["problem_id"]: r.get("detail", {}).get("shape")
+        for r in rows
+        if r["strategy"] == "conductor:eight"
+    }
+
+    def shapes(kind: str) -> dict[str, int]:
         counts: dict[str, int] = {}
         for i in ids:
             if kind_of[i] == kind:
-                s = by_id.get(i, {}).get("detail", {}).get("shape", "?")
+                s = planned.get(i) or "?"
                 counts[s] = counts.get(s, 0) + 1
         return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
     refs = {s: accuracy(right(s), kinds) for s in correct}
     questions = {f"q{q.number}": q for q in held}
     ideal = [through(sim, IDEAL[kind_of[i]], questions[i]) for i in ids]
-    planned = {
-        r["problem_id"]: r.get("detail", {}).get("shape")
-        for r in rows
-        if r["strategy"] == "conductor:eight"
-    }
     reproduced = [
         through(sim, planned[i], questions[i]) == bool(correct["conductor:eight"][i])
         for i in ids
@@ -200,14 +201,14 @@ def main() -> None:
         "training_minutes": trained["minutes"],
         "strategies": refs,
         "best_single": best_single,
-        "chain_shapes": shapes("conductor:eight", "chain"),
-        "join_shapes": shapes("conductor:eight", "join"),
-        "chain_share": _share(shapes("conductor:eight", "chain"), CHAIN),
-        "join_share": _share(shapes("conductor:eight", "join"), JOIN),
+        "chain_shapes": shapes("chain"),
+        "join_shapes": shapes("join"),
+        "chain_share": _share(shapes("chain"), CHAIN),
+        "join_share": _share(shapes("join"), JOIN),
         **(
             {
-                "pcheck_shapes": shapes("conductor:eight", "pcheck"),
-                "pjoin_shapes": shapes("conductor:eight", "pjoin"),
+                "pcheck_shapes": shapes("pcheck"),
+                "pjoin_shapes": shapes("pjoin"),
             }
             if args.partial
             else {}

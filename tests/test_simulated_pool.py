@@ -10,8 +10,9 @@ from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
 
 def _ask(sim: SimulatedPool, worker: str, text: str, seen: list[str], seed: int) -> str:
-    steps = [{"role": "user", "content": f"Step {i + 1} ({w}): the question"} for i, w in
-             enumerate(seen)]  # fmt: skip
+    steps = [
+        {"role": "user", "content": f"Step {i + 1} ({w}): the question"} for i, w in enumerate(seen)
+    ]
     body = {
         "model": f"openai/{worker}",
         "seed": seed,
