@@ -1,16 +1,17 @@
-"""The adaptive search's loop (`conductor train --search adaptive`, the default): once every
-worker has run alone on every training question, batch after batch of the shapes worth
-measuring next (explore.next_batch), until the budget is spent or every question is settled.
+"""The adaptive search's loop (`conductor train --search adaptive`, the default): once every worker
+has run alone on every training question, batch after batch of the shapes worth measuring next
+(explore.next_batch), until the budget is spent or every question is settled.
 
 For the step policy the search buys only the checks and joins the policy could make
-(step_head.beyond_drafts) and those that runs near a question have shown better than the
-best worker alone there; it measures again a composition estimated best on few runs, and
-one of a question's two best estimates while they are not yet apart (explore.confirm); and it
-spends a share of the budget (step_head.EXPLORE_SHARE) trying workers as drafts and inputs
-they were not chosen for (step_head.explore_inputs): a worker wrong alone but right to read
-is found only that way. That share is paced, a share of what the search has spent so far, so
-that its readers are drawn from what the later runs show (a judge is proven on one kind of
-question only once the main search has found it there).
+(step_head.beyond_drafts) and those that runs near a question have shown better than the best
+worker alone there (those that do not read a question's best answerer alone drawn from what the
+compositions near it have shown: step_head.lesser_prior); it measures again a composition
+estimated best on few runs, and one of a question's two best estimates while they are not yet
+apart (explore.confirm); and it spends a share of the budget (step_head.EXPLORE_SHARE) trying
+workers as drafts and inputs they were not chosen for (step_head.explore_inputs): a worker wrong
+alone but right to read is found only that way. That share is paced, a share of what the search
+has spent so far, so that its readers are drawn from what the later runs show (a judge is proven
+on one kind of question only once the main search has found it there).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from conductor_cli.train.step_head import (
     ShapeIndex,
     beyond_drafts,
     explore_inputs,
+    lesser_prior,
 )
 
 Jobs = list[tuple[int, int]]  # (training question, shape)
@@ -94,9 +96,11 @@ def search(
             shut = closed | _beyond(obs, near, index, floor)
             jobs = confirm(obs, near, calls, left(), batch, composite, closed, floor)
         cost = sum(calls[s] for _, s in jobs)
+        prior = None if index is None else lesser_prior(obs, near, index, floor)
         drawn = next_batch(
-            obs, near, calls, left() - cost, rng, batch, shut, floor=floor, per_call=steps
-        )
+            obs, near, calls, left() - cost, rng, batch, shut, floor=floor, per_call=steps,
+            prior=prior,
+        )  # fmt: skip
         jobs += [job for job in drawn if job not in jobs]
         cost = sum(calls[s] for _, s in jobs)
         extra: Jobs = []

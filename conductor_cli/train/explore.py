@@ -120,6 +120,7 @@ def next_batch(
     closed: np.ndarray | None = None,
     floor: float = 0.0,
     per_call: bool = False,
+    prior: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[tuple[int, int]]:
     """At most `max_jobs` (question, shape) pairs to measure next, costing at most `budget`
     calls (`calls[s]`: what shape s costs on a question whose single runs are measured); []
@@ -127,11 +128,17 @@ def next_batch(
     `floor`: the reward of a wrong answer, the bottom of the scale the draws are made on.
     `per_call`: each question buys the shape with the most gain a call (of those that gain
     MIN_GAIN), and the questions are served in that order: a two-step check before a
-    three-step join that promises no more."""
+    three-step join that promises no more. `prior`: (runs, rate), each broadcast to (n, S):
+    pseudo-runs at that share of right answers added to each draw's uniform Beta (for the step
+    policy, step_head.lesser_prior)."""
     seen = Near.of(obs, near, floor)
     sums, counts, best = seen.right, seen.runs, seen.mean.max(axis=1)
     # Beta(1 + reward mass, 1 + its complement) per (question, shape): optimistic where unknown.
-    draws = rng.beta(1.0 + sums, 1.0 + counts - sums)
+    right, wrong = 1.0 + sums, 1.0 + counts - sums
+    if prior is not None:
+        runs, rate = prior
+        right, wrong = right + runs * rate, wrong + runs * (1.0 - rate)
+    draws = rng.beta(right, wrong)
     gain = draws - best[:, None]
     gain[obs.counts > 0] = -np.inf  # one measurement per (question, shape) is enough here
     if closed is not None:

@@ -68,6 +68,12 @@ EXPLORE_SHARE = 0.3
 # A question has room for a composition while its best shape is estimated at most this (on
 # the 0-1 scale from a wrong answer to a right one).
 ROOM = 0.8
+# How many runs the record of the compositions measured near a question weighs as the prior of
+# a check or join there that does not read its best answerer alone (lesser_prior). On a numpy
+# copy of bench/prove_eight.py (200 seeds, docs/train.md) 6 and 10 did alike, and better than
+# 0 (a uniform prior) with the partial workers; a prior on every check and join lost the chain
+# kind's.
+LESSER_RUNS = 10.0
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,17 @@ class ShapeIndex:
             reader[self.chain[:, c][self.chain[:, c] >= 0]] = c
             reader[self.join[:, :, c][self.join[:, :, c] >= 0]] = c
         return reader
+
+    def drafts(self, shapes: int) -> np.ndarray:
+        """(n, S) True where a shape's reader reads that worker (a check's draft, either of a
+        join's inputs)."""
+        n = len(self.single)
+        reads = np.zeros((n, shapes), dtype=bool)
+        for d in range(n):
+            reads[d, self.chain[d][self.chain[d] >= 0]] = True
+            for table in (self.join[d], self.join[:, d]):
+                reads[d, table[table >= 0]] = True
+        return reads
 
     def pairs(self) -> np.ndarray:
         """(n, n, n): the join of inputs a and b (either order) judged by j, -1 where the table
@@ -187,8 +204,9 @@ def regressions(
 ) -> StepWeights:
     """Each worker's vectors as ridge regressions of its rewards in each role on the inputs: as
     the one who answers, its runs alone; as a draft, its best check by anyone; as an input, its
-    best join with anyone by anyone (what it gives when seen: a worker wrong alone can be the
-    best input); as the checker, its best check of the two best alone or the two best drafts
+    best join with anyone by anyone, over what the judge gets checking the other input alone
+    (what it gives when seen, `gives`: a worker wrong alone can be the best input); as the
+    checker, its best check of the two best alone or the two best drafts
     at that question; as the judge, its best join of two of the best three alone or of the
     best three inputs (what the search buys: beyond_drafts, explore_inputs). The best, not
     the first: between workers nearly tied, which one the table puts first is noise, and a
@@ -219,8 +237,9 @@ def gives(
     """(N, n) twice: what each worker gives when seen, at each question of the (N, S) rewards:
     how much it raised the reward of the step that read it, at best: as the draft of a check
     (the check's reward less its checker's own answer alone at that question), as one of the
-    two inputs of a join (less its judge's alone); -1 where it is in none. A lucky judge right
-    whatever it read credits its inputs nothing. `support` (N, S): the runs each estimate
+    two inputs of a join (less its judge's alone, and less what its judge gains checking the
+    other input alone); -1 where it is in none. A lucky judge right whatever it read credits
+    its inputs nothing. `support` (N, S): the runs each estimate
     rests on; given, each shape counts at a lower bound (GIVE_DOUBT / sqrt(1 + runs) under its
     estimate), so that the best of many shapes each measured once (one lucky run among them)
     does not outrank a shape measured right again and again."""
@@ -238,8 +257,16 @@ def gives(
         return values.max(axis=2)
 
     give_check = best(index.chain) if index.moves >= 2 else np.full((count, n), -1.0)
-    give_join = best(index.pairs().reshape(n, -1)) if index.moves >= 3 else give_check
-    return give_check, give_join
+    if index.moves < 3:
+        return give_check, give_check
+    # An input is credited with what its judge did not get from checking the other input alone:
+    # w3 right reading w0 and anyone owes it to w0, and the anyone must not be ranked as an
+    # input beside it.
+    checked = np.where(index.chain >= 0, rewards[:, np.maximum(index.chain, 0)], -np.inf)
+    owed = np.maximum(checked - alone[:, None, :], 0.0)  # (N, other input, judge)
+    pairs = index.pairs()  # (input, other input, judge)
+    values = np.where(pairs >= 0, lifted[:, np.maximum(pairs, 0)] - owed[:, None], -1.0)
+    return give_check, values.reshape(count, n, -1).max(axis=2)
 
 
 def _drafts(
@@ -304,6 +331,27 @@ def beyond_drafts(index: ShapeIndex, answers: np.ndarray, shapes: int) -> np.nda
         there = cols >= 0
         closed[rows[there], cols[there]] = False
     return closed
+
+
+def lesser_prior(
+    obs: Observations, near: np.ndarray, index: ShapeIndex, floor: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(runs (N, S), rate (N, 1)): the prior of the search's Thompson draws (explore.next_batch).
+    A check or join that does not read a question's best answerer alone starts from LESSER_RUNS
+    runs at the share of right runs among the compositions measured near the question (one
+    right and one wrong pseudo-run besides); the others from a uniform prior. Where every
+    composition tried near a question has failed, its lesser drafts are not worth another
+    run each: such a question (a kind only input exploration solves) would otherwise draw the
+    search's calls from the questions where the best answerer's checks and joins are still to
+    be found."""
+    seen = Near.of(obs, near, floor)
+    composite = index.readers(obs.sums.shape[1]) >= 0
+    rate = (seen.right[:, composite].sum(axis=1) + 1.0) / (
+        seen.runs[:, composite].sum(axis=1) + 2.0
+    )
+    best = seen.mean[:, index.single].argmax(axis=1)
+    lesser = composite & ~index.drafts(obs.sums.shape[1])[best]
+    return np.where(lesser, LESSER_RUNS, 0.0), rate[:, None]
 
 
 @dataclass(frozen=True)
