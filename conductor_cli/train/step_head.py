@@ -15,7 +15,8 @@ plus 3(k + 1): its size and its cost grow linearly with the pool, where the shap
 with the number of shapes (n + n² + n²(n - 1)/2 with joins).
 
 The search that measures its rewards (adaptive.search) buys the checks and joins of the best
-answerers, and spends a share of the budget (EXPLORE_SHARE, paced over the search) on readers
+answerers (those of the lesser ones drawn from what the compositions near the question showed:
+lesser_prior), and spends a share of the budget (EXPLORE_SHARE, paced over the search) on readers
 and drafts chosen by what workers were seen to add (explore_inputs, RoleLifts), so that a
 worker whose value is what it gives to another step is tried in that role.
 
