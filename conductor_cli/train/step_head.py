@@ -207,9 +207,9 @@ def regressions(
     the one who answers, its runs alone; as a draft, its best check by anyone; as an input, its
     best join with anyone by anyone, over what the judge gets checking the other input alone
     (what it gives when seen, `gives`: a worker wrong alone can be the best input); as the
-    checker, its best check of the two best alone or the two best drafts
-    at that question; as the judge, its best join of two of the best three alone or of the
-    best three inputs (what the search buys: beyond_drafts, explore_inputs). The best, not
+    checker, its best check of the two best alone or the two best drafts at that question; as
+    the judge, its best join of two of the best three alone or of the best three inputs (what
+    the search buys: beyond_drafts, explore_inputs). The best, not
     the first: between workers nearly tied, which one the table puts first is noise, and a
     judge must not be scored on the pairs it never saw. The gates start at zero: each move's
     score is then its predicted reward."""
@@ -240,10 +240,10 @@ def gives(
     (the check's reward less its checker's own answer alone at that question), as one of the
     two inputs of a join (less its judge's alone, and less what its judge gains checking the
     other input alone); -1 where it is in none. A lucky judge right whatever it read credits
-    its inputs nothing. `support` (N, S): the runs each estimate
-    rests on; given, each shape counts at a lower bound (GIVE_DOUBT / sqrt(1 + runs) under its
-    estimate), so that the best of many shapes each measured once (one lucky run among them)
-    does not outrank a shape measured right again and again."""
+    its inputs nothing. `support` (N, S): the runs each estimate rests on; given, each shape
+    counts at a lower bound (GIVE_DOUBT / sqrt(1 + runs) under its estimate), so that the best
+    of many shapes each measured once (one lucky run among them) does not outrank a shape
+    measured right again and again."""
     count, n = rewards.shape[0], len(index.single)
     reader = index.readers(rewards.shape[1])
     alone = rewards[:, index.single]
@@ -340,11 +340,11 @@ def lesser_prior(
     """(runs (N, S), rate (N, 1)): the prior of the search's Thompson draws (explore.next_batch).
     A check or join that does not read a question's best answerer alone starts from LESSER_RUNS
     runs at the share of right runs among the compositions measured near the question (one
-    right and one wrong pseudo-run besides); the others from a uniform prior. Where every
-    composition tried near a question has failed, its lesser drafts are not worth another
-    run each: such a question (a kind only input exploration solves) would otherwise draw the
-    search's calls from the questions where the best answerer's checks and joins are still to
-    be found."""
+    right and one wrong pseudo-run besides); the others from a uniform prior. Where the
+    compositions tried near a question have failed, its lesser drafts are not worth a run of
+    every reader: the calls go to the best answerer's checks and joins, and a judge reading
+    the two best is found sooner, and proven as a judge for input exploration (docs/train.md:
+    on the numpy copy, the join kind's composition first right in batch 8.5 instead of 13.5)."""
     seen = Near.of(obs, near, floor)
     composite = index.readers(obs.sums.shape[1]) >= 0
     rate = (seen.right[:, composite].sum(axis=1) + 1.0) / (
