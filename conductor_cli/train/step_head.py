@@ -131,11 +131,11 @@ class ShapeIndex:
         """(n, S) True where a shape's reader reads that worker (a check's draft, either of a
         join's inputs)."""
         n = len(self.single)
+        columns = np.hstack([self.chain, self.pairs().reshape(n, -1)])  # per draft or input
         reads = np.zeros((n, shapes), dtype=bool)
-        for d in range(n):
-            reads[d, self.chain[d][self.chain[d] >= 0]] = True
-            for table in (self.join[d], self.join[:, d]):
-                reads[d, table[table >= 0]] = True
+        rows = np.broadcast_to(np.arange(n)[:, None], columns.shape)
+        there = columns >= 0
+        reads[rows[there], columns[there]] = True
         return reads
 
     def pairs(self) -> np.ndarray:
@@ -251,10 +251,11 @@ def gives(
     if support is not None:
         lifted = lifted - GIVE_DOUBT / np.sqrt(1.0 + support)
 
-    def best(columns: np.ndarray) -> np.ndarray:  # (n, m) columns -> (N, n)
+    def best(columns: np.ndarray, owed: np.ndarray | float = 0.0) -> np.ndarray:
+        """(n, m) columns -> (N, n); `owed` (N, 1, m): what each shape's lift owes others."""
         if columns.size == 0 or count == 0:
             return np.full((count, n), -1.0)
-        values = np.where(columns >= 0, lifted[:, np.maximum(columns, 0)], -1.0)
+        values = np.where(columns >= 0, lifted[:, np.maximum(columns, 0)] - owed, -1.0)
         return values.max(axis=2)
 
     give_check = best(index.chain) if index.moves >= 2 else np.full((count, n), -1.0)
@@ -265,9 +266,8 @@ def gives(
     # input beside it.
     checked = np.where(index.chain >= 0, rewards[:, np.maximum(index.chain, 0)], -np.inf)
     owed = np.maximum(checked - alone[:, None, :], 0.0)  # (N, other input, judge)
-    pairs = index.pairs()  # (input, other input, judge)
-    values = np.where(pairs >= 0, lifted[:, np.maximum(pairs, 0)] - owed[:, None], -1.0)
-    return give_check, values.reshape(count, n, -1).max(axis=2)
+    # index.pairs() is (input, other input, judge): a row's columns run over (other, judge).
+    return give_check, best(index.pairs().reshape(n, -1), owed.reshape(count, 1, n * n))
 
 
 def _drafts(
