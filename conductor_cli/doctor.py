@@ -256,7 +256,10 @@ def _sandbox() -> list[Check]:
     else:
         head = Check("sandbox", "ok", f"model-written code runs confined: {isolation.how()}")
     rows = [part.split(": ", 1) for part in isolation.confinements()]
-    return [head, *(Check(f"sandbox {what}", "ok", how) for what, how in rows)]
+    checks = [head, *(Check(f"sandbox {what}", "ok", how) for what, how in rows)]
+    if note := isolation.memory_note():  # bounded process by process, not by the kernel
+        checks.append(Check("sandbox memory in all", "warn", note))
+    return checks
 
 
 def _writable(what: str, directory: Path) -> Check:

@@ -9,9 +9,11 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ import pytest
 from conductor_cli.errors import InputError
 from conductor_cli.sandbox import Limits, Sandbox
 from conductor_cli.sandbox.isolation import machine_mb
+from conductor_cli.testing import hostile
 from conductor_cli.tools.python_tool import LIMITS as PYTHON_TOOL_LIMITS
 
 LIMITS = Limits(wall_s=2.5, cpu_s=1, memory_mb=256, file_mb=1, processes=16)
@@ -243,8 +246,8 @@ def _targets(outside: Path) -> list[str]:
     return [
         str(outside / "file"),
         str(outside / "home" / ".profile"),
-        f"/tmp/{name}",
         f"/var/tmp/{name}",
+        f"/usr/{name}",
     ]
 
 
@@ -267,6 +270,22 @@ def test_writes_outside_its_folder_fail_and_leave_nothing(sandbox: Sandbox, outs
                 shutil.rmtree(path, ignore_errors=True)
             else:
                 os.remove(path)
+
+
+def test_its_tmp_is_its_own(sandbox: Sandbox) -> None:
+    # Model-written code writes to /tmp: it gets a private one, which the host never sees.
+    name = f"conductor-test-{secrets.token_hex(6)}"
+    outcome = sandbox.run(
+        f"import os, tempfile\nopen('/tmp/{name}', 'w').write('x')\n"
+        "print(sorted(os.listdir('/tmp')))\n"
+        "print(tempfile.NamedTemporaryFile().name.startswith(os.getcwd()))\n"
+    )
+    assert outcome.passed, outcome.output
+    listed, own_tmp = outcome.output.splitlines()
+    # Its folder and its file: nothing of the host's /tmp, which has other files.
+    assert len(eval(listed)) == 2 and name in listed and "conductor-sandbox-" in listed, listed
+    assert own_tmp == "True"
+    assert not os.path.exists(f"/tmp/{name}")
 
 
 def test_its_dev_shm_is_its_own(sandbox: Sandbox) -> None:
@@ -346,6 +365,9 @@ def test_each_confinement_is_named(sandbox: Sandbox) -> None:
         f"writes: its folder only (Landlock v{v})",
         "network: none (Landlock, network namespace)",
         "unix sockets: none (seccomp)",
+        "root: its own (the system read-only, a private /tmp)",
+        "IPC: its own (namespace)",
+        "system calls: datagram socketpairs, connect, SysV IPC",
         "processes: 16",
         f"disk: {LIMITS.disk_mb} MB (tmpfs)",
     ):
@@ -383,10 +405,12 @@ def test_unconfined_runs_without_landlock_and_says_so(
     assert "reads: anything its user may" in sandbox.isolation.describe()
     outcome = sandbox.run(CORRECT)
     assert outcome.passed and "unconfined" in outcome.isolation
-    # The control for the write test: without Landlock this folder really is writable, so
-    # there only Landlock stopped the writes.
-    outcome = sandbox.run(f"open({str(outside / 'file')!r}, 'w').write('x')\n")
-    assert outcome.passed, outcome.output
+    # The control for the write test: outside the sandbox, the user its programs run as
+    # really may write this folder, so there only the sandbox stopped the writes.
+    owner = sandbox.isolation.owner
+    drop = {"user": owner[0], "group": owner[1], "extra_groups": []} if owner else {}
+    script = f"echo x > {outside / 'file'}"
+    assert subprocess.run(["/bin/sh", "-c", script], cwd="/", **drop).returncode == 0
     assert (outside / "file").exists()
 
 
@@ -445,7 +469,7 @@ def test_it_reads_nothing_outside_what_python_needs(
 ) -> None:
     home = os.path.expanduser("~")
     paths = [str(p) for p in planted.values()] + ["/etc/shadow", "/etc/passwd"]
-    folders = [home, str(planted["world"].parent), "/tmp", "/home", "/root", "/etc/ssl"]
+    folders = [home, str(planted["world"].parent), "/", "/home", "/root", "/etc/ssl", "/var"]
     outcome = confined.run(_READS.format(paths=paths, folders=folders))
     assert outcome.passed, outcome.output
     assert "GOT" not in outcome.output, outcome.output
@@ -541,8 +565,8 @@ print([os.waitpid(pid, 0)[1] for pid in children])
 
 def test_ordinary_programs_still_run(confined: Sandbox) -> None:
     program = """
-import collections, datetime, decimal, json, math, random, re, statistics
-import multiprocessing, subprocess, sys
+import asyncio, collections, datetime, decimal, json, math, random, re, statistics
+import multiprocessing, subprocess, sys, tempfile, threading
 data = {"mean": statistics.mean([1, 2, 3, 4]), "sqrt": math.sqrt(16),
         "date": datetime.date(2026, 11, 27).isoformat(), "dec": str(decimal.Decimal("0.1") * 3),
         "re": re.findall(r"\\d+", "a1b22"), "count": collections.Counter("aab")["a"],
@@ -555,6 +579,20 @@ with multiprocessing.Pool(2) as pool:
 with open("notes.txt", "w") as f:
     f.write("kept")
 print(open("notes.txt").read())
+async def answer():
+    await asyncio.sleep(0.01)
+    return 7
+print(asyncio.run(answer()))  # its event loop wakes itself through a socketpair
+results = []
+threads = [threading.Thread(target=results.append, args=(i,)) for i in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(sorted(results))
+with tempfile.TemporaryDirectory() as d, open("/tmp/scratch.txt", "w") as f:
+    f.write(d)
+print(open("/tmp/scratch.txt").read().startswith(tempfile.gettempdir()))
 """
     outcome = confined.run(program)
     assert outcome.passed, outcome.output
@@ -563,4 +601,116 @@ print(open("notes.txt").read())
         "count": 2, "date": "2026-11-27", "dec": "0.3", "mean": 2.5, "rand": 2,
         "re": ["1", "22"], "sqrt": 4.0,
     }  # fmt: skip
-    assert lines[1:] == ["42", "[1, 2, 3]", "kept"]
+    assert lines[1:] == ["42", "[1, 2, 3]", "kept", "7", "[0, 1, 2, 3]", "True"]
+
+
+# --- Issue 56: six ways out that a read allow-list and a socket() ban left open (unix
+# datagrams, the host's SysV IPC, chmod/utime/xattrs outside, disk through stdout, memory no
+# per-process limit counts, inotify), and the variants a careful attacker tries next. Each
+# hostile program is in conductor_cli/testing/hostile.py, checked from outside: what arrived
+# at a socket, what was left in /proc/sysvipc, what changed on a file, how much disk or
+# memory the machine lost while it ran. Under the python tool's own limits.
+
+
+@pytest.fixture(scope="module")
+def tool_sandbox() -> Sandbox:
+    try:
+        return Sandbox(PYTHON_TOOL_LIMITS)
+    except InputError as e:
+        pytest.skip(str(e))
+
+
+@pytest.mark.parametrize("step", hostile.STEPS, ids=lambda step: step.__name__.strip("_"))
+def test_a_hostile_program_gets_nothing_out(
+    tool_sandbox: Sandbox, step: Callable[[Sandbox], list[hostile.Attempt]]
+) -> None:
+    found = step(tool_sandbox)
+    assert found
+    assert not [a for a in found if a.escaped], found
+
+
+def _runs_python(python: str, user: tuple[int, int]) -> bool:
+    try:
+        ran = subprocess.run(
+            [python, "-I", "-c", "import ctypes, json"],
+            user=user[0],
+            group=user[1],
+            extra_groups=[],
+            cwd="/",
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return ran.returncode == 0
+
+
+@pytest.fixture(scope="module")
+def ordinary_user() -> Iterator[tuple[int, int, str]]:
+    """A user made for the test (uid, gid, home), removed after; skipped where this process
+    cannot make one."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("making a user for the test needs root and useradd")
+    name = f"cnd-{secrets.token_hex(4)}"
+    made = subprocess.run(
+        ["useradd", "--create-home", "--shell", "/bin/sh", name], capture_output=True
+    )
+    if made.returncode != 0:
+        pytest.skip(f"useradd failed: {made.stderr.decode().strip()}")
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(name)
+        yield entry.pw_uid, entry.pw_gid, entry.pw_dir
+    finally:
+        subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def test_as_an_ordinary_user_a_hostile_program_gets_nothing_out(
+    ordinary_user: tuple[int, int, str],
+) -> None:
+    uid, gid, home = ordinary_user
+    # An interpreter this user may run (a pyenv under /root is not one), and this checkout.
+    pythons = [sys.executable, "/usr/bin/python3", shutil.which("python3") or ""]
+    python = next((p for p in pythons if p and _runs_python(p, (uid, gid))), None)
+    if python is None:
+        pytest.skip("no Python interpreter this test's user may run")
+    # A venv of copies that the user owns, as pyenv, uv and conda make them: its interpreter
+    # is a file the sandboxed program's own user may chmod, if it can reach it.
+    venv = Path(home) / "venv"
+    made = subprocess.run(
+        [python, "-m", "venv", "--copies", "--without-pip", str(venv)],
+        user=uid,
+        group=gid,
+        extra_groups=[],
+        cwd=home,
+        capture_output=True,
+    )
+    if made.returncode == 0 and (venv / "bin" / "python3").exists():
+        python = str(venv / "bin" / "python3")
+    root = str(Path(hostile.__file__).resolve().parents[2])
+    limits = {f.name: getattr(PYTHON_TOOL_LIMITS, f.name) for f in dataclasses.fields(Limits)}
+    ran = subprocess.run(
+        [python, "-m", "conductor_cli.testing.hostile", "--limits", json.dumps(limits)],
+        user=uid,
+        group=gid,
+        extra_groups=[],
+        cwd=home,
+        env={"PATH": os.defpath, "HOME": home, "PYTHONPATH": root, "LANG": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if ran.returncode != 0 and "No module named" in ran.stderr:
+        pytest.skip(f"this checkout is not readable by the test's user: {ran.stderr[-200:]}")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    report = json.loads(ran.stdout)
+    assert report["user"] == uid
+    found = [hostile.Attempt(**a) for a in report["attempts"]]
+    assert len(found) >= 20
+    assert not [a for a in found if a.escaped], found
+    # Without a cgroup, the memory of all it starts is bounded by counting, and said so.
+    if "cgroup" not in report["isolation"]:
+        assert "MB in all (counted)" in report["isolation"], report["isolation"]
+        assert report["memory_note"].startswith("memory: no cgroup for this user, so at most")
+        assert "\n" not in report["memory_note"]

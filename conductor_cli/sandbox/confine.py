@@ -5,14 +5,16 @@ the program's preamble, which runs under `python -I`), so it uses the standard l
 and defines names without side effects. The preamble calls, in this order:
 
 - `join_cgroup`: the memory bound for the program and everything it starts;
-- `mount_view` (in the program's own mount namespace): a size-bounded tmpfs as its folder and
-  as /dev/shm, and, for root whose interpreter lives where `nobody` may not enter (a pyenv
-  under /root), that interpreter shown at its own path with the rest of the folder hidden;
+- `mount_view` (in the program's own mount and IPC namespaces): a minimal root of its own,
+  as bubblewrap builds one: the interpreter and the system's libraries read-only, a private
+  /tmp holding its folder and a /dev/shm, both size-bounded tmpfs; no other file, folder or
+  socket of the machine exists there;
 - `drop_privileges`: `nobody` with no capability (nothing that reads past permissions);
 - `restrict`: Landlock: reads and execution only beneath an allow-list, writes only beneath
   its folder, no TCP, no abstract sockets or signals outside;
-- `block_sockets`: a seccomp filter: no socket() at all (pathname unix sockets are outside
-  Landlock's reach), no io_uring (which could open them behind seccomp's back).
+- `refuse_calls`: a seccomp filter: no socket() at all (pathname unix sockets are outside
+  Landlock's reach), no datagram socketpair, no io_uring, SysV IPC, memfd, inotify,
+  userfaultfd, perf_event_open or new namespaces (see _SECCOMP_ARCHES).
 
 See linux/landlock.h, Documentation/userspace-api/landlock.rst and linux/seccomp.h.
 """
@@ -52,17 +54,64 @@ _FILE_RIGHTS = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE | _IOCTL_DEV
 _NET_TCP = 0b11  # ABI 4: BIND_TCP | CONNECT_TCP, handled with no rule: no TCP at all
 _SCOPES = 0b11  # ABI 6: abstract unix sockets and signals of processes outside the domain
 
-# Mount flags.
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+# Mount flags, mount_setattr's attributes and flags.
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+_RDONLY, _NOSUID, _NODEV, _NOEXEC = 1, 2, 4, 8
+_AT_FDCWD, _AT_RECURSIVE, _MNT_DETACH = -100, 0x8000, 2
+_MOUNT_SETATTR = 442  # shared by every architecture, as Landlock's are
+# The devices a program reads or writes; everything else of /dev is absent.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+INODES = 4096  # files a tmpfs of the run may hold: bounds the kernel memory they cost
 
-# seccomp: the system calls refused, per architecture (audit arch, numbers, x32 bit).
-_SECCOMP_ARCHES = {
-    # socket, io_uring_setup/enter/register, add_key, request_key, keyctl
-    "x86_64": (0xC000003E, (41, 425, 426, 427, 248, 249, 250), True),
-    "aarch64": (0xC00000B7, (198, 425, 426, 427, 217, 218, 219), False),
+# seccomp, per architecture: (audit arch, whether the x32 ABI exists, the calls refused with
+# EPERM, the numbers of clone3, socketpair, sendto, setsockopt, clone and fcntl, decided
+# by their arguments). Refused: socket() (pathname unix sockets are outside Landlock's reach),
+# connect, bind, listen and accept; io_uring (it could do all of that behind seccomp's back);
+# the kernel keyrings; SysV IPC and POSIX message queues; memfd_create and memfd_secret
+# (memory no per-process limit counts); inotify and fanotify; userfaultfd; perf_event_open;
+# unshare and setns; mounting, pivot_root and the new mount API; bpf.
+_SECCOMP_ARCHES: dict[str, tuple[int, bool, tuple[int, ...], tuple[int, ...]]] = {
+    "x86_64": (
+        0xC000003E,
+        True,
+        (
+            *(41, 42, 43, 49, 50, 288),  # socket, connect, accept, bind, listen, accept4
+            *(425, 426, 427, 248, 249, 250),  # io_uring, keyrings
+            *(29, 30, 31, 67, 64, 65, 66, 68, 69, 70, 71, 220),  # SysV shm, sem, msg
+            *(240, 241, 242, 243, 244, 245),  # POSIX mq
+            *(319, 447, 253, 254, 294, 300, 301),  # memfd, memfd_secret, inotify, fanotify
+            *(323, 298, 272, 308),  # userfaultfd, perf_event_open, unshare, setns
+            *(165, 166, 155, 428, 429, 430, 431, 432, 433, 442, 467, 321),  # mounts, bpf
+        ),
+        (435, 53, 44, 54, 56, 72),
+    ),
+    "aarch64": (
+        0xC00000B7,
+        False,
+        (
+            *(198, 203, 202, 200, 201, 242),
+            *(425, 426, 427, 217, 218, 219),
+            *(194, 195, 196, 197, 186, 187, 188, 189, 190, 191, 192, 193),
+            *(180, 181, 182, 183, 184, 185),
+            *(279, 447, 26, 27, 262, 263),
+            *(282, 241, 97, 268),
+            *(40, 39, 41, 428, 429, 430, 431, 432, 433, 442, 467, 280),
+        ),
+        (435, 199, 206, 208, 220, 25),
+    ),
 }
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}.get(os.uname().machine, -1)
 _RET_ALLOW, _RET_EPERM = 0x7FFF0000, 0x00050000 | errno.EPERM
-_LD_ABS_W, _JEQ_K, _JGE_K, _RET_K = 0x20, 0x15, 0x35, 0x06
+_RET_ENOSYS = 0x00050000 | errno.ENOSYS
+_LD_ABS_W, _JEQ_K, _JGE_K, _JSET_K, _AND_K, _RET_K = 0x20, 0x15, 0x35, 0x45, 0x54, 0x06
+_AF_UNIX, _SOCK_STREAM, _SOL_SOCKET = 1, 1, 1
+_F_NOTIFY, _F_SETPIPE_SZ = 1026, 1031
+# SO_SNDBUF, SO_RCVBUF and their FORCE forms: a socket's buffers stay at the default size.
+_BUFFER_OPTIONS = (7, 8, 32, 33)
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET
+_CLONE_NEW = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000
+_CLONE_NEW |= 0x40000000
 
 
 def _check(result: int) -> int:
@@ -98,7 +147,7 @@ def abi() -> int:
 
 
 def seccomp_arch() -> str:
-    """The machine name block_sockets knows, or '' where it has no filter for this one."""
+    """The machine name refuse_calls knows, or '' where it has no filter for this one."""
     machine = os.uname().machine
     return machine if sys.platform == "linux" and machine in _SECCOMP_ARCHES else ""
 
@@ -116,41 +165,37 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     _check(_libc().mount(arg(source), arg(target), arg(fstype), ctypes.c_ulong(flags), arg(data)))
 
 
-def _enterable(path: str, uid: int, gid: int) -> bool:
-    info = os.stat(path)
-    bit = 0o100 if info.st_uid == uid else 0o010 if info.st_gid == gid else 0o001
-    return bool(info.st_mode & bit)
+def _bind(source: str, target: str, attrs: int) -> None:
+    """`source` (and what is mounted beneath it) shown at `target`, with mount attributes
+    `attrs` on all of it; a source that does not exist is skipped."""
+    try:
+        is_dir = stat.S_ISDIR(os.stat(source).st_mode)
+    except OSError:  # missing, or this user may not reach it: stays out of the root
+        return
+    if is_dir:
+        os.makedirs(target, 0o755, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
+        if not os.path.lexists(target):
+            open(target, "a").close()
+    _mount(source, target, None, _MS_BIND | _MS_REC, "")
+    _setattr(target, attrs)
 
 
-def _closed_ancestor(path: str, uid: int, gid: int) -> str:
-    """The outermost folder on the way to `path` that uid/gid may not enter; '' if none."""
-    parts = path.strip("/").split("/")
-    for depth in range(1, len(parts)):
-        folder = "/" + "/".join(parts[:depth])
-        if not _enterable(folder, uid, gid):
-            return folder
-    return ""
+def _setattr(target: str, attrs: int) -> None:
+    """Mount attributes `attrs` on the mount at `target` and all beneath it."""
+    # struct mount_attr: attr_set, attr_clr, propagation, userns_fd (u64 each)
+    attr = struct.pack("=QQQQ", attrs, 0, 0, 0)
+    _syscall(_MOUNT_SETATTR, _AT_FDCWD, os.fsencode(target), _AT_RECURSIVE, attr, len(attr))
 
 
-def _reveal(paths: list[str], uid: int, gid: int) -> None:
-    """Hide each folder uid/gid may not enter behind an empty tmpfs showing only `paths` (at
-    their own paths, so that an interpreter's built-in prefix and library paths still hold)."""
-    hidden: dict[str, list[str]] = {}
-    for path in paths:
-        if closed := _closed_ancestor(path, uid, gid):
-            hidden.setdefault(closed, []).append(path)
-    for closed, inside in sorted(hidden.items()):
-        # Held open across the tmpfs that hides them, then bound back from the handles.
-        handles = [(path, os.open(path, os.O_PATH | os.O_CLOEXEC)) for path in inside]
-        _mount("tmpfs", closed, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=0755")
-        for path, fd in handles:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                os.makedirs(path, 0o755, exist_ok=True)
-            else:
-                os.makedirs(os.path.dirname(path), 0o755, exist_ok=True)
-                open(path, "a").close()
-            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC, "")
-            os.close(fd)
+def _outermost(paths: list[str]) -> list[str]:
+    """`paths` less those beneath another of them (already shown by its bind)."""
+    kept: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in paths}):
+        if not any(path == k or path.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(path)
+    return kept
 
 
 def mount_view(
@@ -158,26 +203,55 @@ def mount_view(
     size_mb: int,
     shm_mb: int,
     owner: tuple[int, int] | None,
-    reveal: list[str],
+    reads: list[str],
 ) -> None:
-    """In this process's own mount namespace: `folder` (its cwd) becomes an empty tmpfs of
-    `size_mb` holding only the running script, /dev/shm one of `shm_mb`, both owned by `owner`
-    (None: the user of this namespace); `reveal` as in _reveal, for `owner`."""
+    """In this process's own mount and IPC namespaces, a minimal root of its own, as
+    bubblewrap builds one: `reads` (the interpreter, the system's libraries, a few files of
+    /etc) read-only at their own paths, the devices of DEVICES, its own /proc, a private /tmp
+    of `size_mb` holding `folder` (its cwd, with the running script) and a /dev/shm of
+    `shm_mb`, both owned by `owner` (None: the user of this namespace). Nothing else of the
+    machine exists there: no socket to send to, no folder to watch, no file to chmod; the
+    root itself is read-only. `folder` must be beneath /tmp."""
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE, "")  # nothing leaks to the host's mounts
-    if owner and reveal:
-        _reveal(reveal, *owner)
+    # This namespace's copy of the host's tree, read-only before it is left: what the
+    # interpreter was started from stays reachable through /proc/self/exe.
+    _setattr("/", _RDONLY | _NOSUID)  # not nodev: its devices are bound from it
     script = os.path.join(folder, "program.py")
     with open(script, "rb") as f:  # kept for tracebacks, which read the lines back
         source = f.read()
-    ids = f",uid={owner[0]},gid={owner[1]}" if owner else ""
+    # The new root is a small tmpfs over the run's own folder on the host: a mount point
+    # that exists, that only this run uses, and that the old root's removal takes along.
+    root = folder
     flags = _MS_NOSUID | _MS_NODEV
-    _mount("tmpfs", folder, "tmpfs", flags, f"size={size_mb}m,mode=0700{ids}")
-    _mount("tmpfs", "/dev/shm", "tmpfs", flags, f"size={shm_mb}m,mode=1777{ids}")
-    os.chdir(folder)
-    with open(script, "wb") as f:
+    _mount("tmpfs", root, "tmpfs", flags, "size=1m,nr_inodes=1024,mode=0755")
+    ids = f",uid={owner[0]},gid={owner[1]}" if owner else ""
+    for path, size in (("/tmp", size_mb), ("/dev/shm", shm_mb)):
+        os.makedirs(root + path, 0o755, exist_ok=True)
+        limits = f"size={size}m,nr_inodes={INODES},mode=1777{ids}"
+        _mount("tmpfs", root + path, "tmpfs", flags, limits)
+    # After /tmp, so that an interpreter in a venv under /tmp is shown on top of it.
+    shown = _RDONLY | _NOSUID | _NODEV
+    for path in _outermost(reads):
+        _bind(path, root + path, shown)
+    for device in DEVICES:
+        _bind(device, root + device, _RDONLY | _NOSUID)
+    _bind("/proc", root + "/proc", shown | _NOEXEC)  # its own PID namespace's
+    os.mkdir(root + folder, 0o700)
+    with open(root + script, "wb") as f:
         f.write(source)
     if owner:
-        os.chown(script, *owner)
+        os.chown(root + folder, *owner)
+        os.chown(root + script, *owner)
+    os.chdir(root)
+    _syscall(_PIVOT_ROOT, b".", b".")  # the old root now lies under the new one
+    _check(_libc().umount2(b".", _MNT_DETACH))  # and is gone, with every host mount in it
+    _mount(None, "/", None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | flags, "")
+    os.chdir(folder)
+    # Its stdin was the host's /dev/null, opened outside: its own now (utime on the host's
+    # needs only write permission).
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
 
 def _capabilities() -> int:
@@ -255,22 +329,76 @@ def _allow(ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def block_sockets() -> None:
-    """A seccomp filter for this process and all it starts: socket() (any family: pathname
-    unix sockets included), io_uring and the kernel keyrings fail with EPERM, and so does
-    every call of another architecture's ABI. socketpair() and pipes still work."""
+def _arg(index: int, high: bool = False) -> int:
+    """Offset of a system call argument's low (or high) 32 bits in struct seccomp_data."""
+    return 16 + 8 * index + (4 if high else 0)
+
+
+def _filter(machine: str) -> list[tuple[int, int, int, int]]:
+    """The seccomp program for `machine`: (code, jump if true, jump if false, k) each, jumps
+    counting the instructions they skip. Each block starts with the call's number loaded and
+    either returns or leaves it loaded for the next."""
+    arch, x32, refused, special = _SECCOMP_ARCHES[machine]
+    clone3, socketpair, sendto, setsockopt, clone, fcntl = special
+    eperm, allow = (_RET_K, 0, 0, _RET_EPERM), (_RET_K, 0, 0, _RET_ALLOW)
+    program = [(_LD_ABS_W, 0, 0, 4), (_JEQ_K, 1, 0, arch), eperm, (_LD_ABS_W, 0, 0, 0)]
+    if x32:  # another ABI's numbers on the same architecture
+        program += [(_JGE_K, 0, 1, 0x40000000), eperm]
+    for number in refused:
+        program += [(_JEQ_K, 0, 1, number), eperm]
+    # glibc falls back from clone3 (whose flags seccomp cannot read) to clone on ENOSYS.
+    program += [(_JEQ_K, 0, 1, clone3), (_RET_K, 0, 0, _RET_ENOSYS)]
+    # socketpair: AF_UNIX streams only (asyncio's and multiprocessing's); a datagram pair
+    # could send to any datagram socket by its path.
+    program += [
+        (_JEQ_K, 0, 7, socketpair),
+        (_LD_ABS_W, 0, 0, _arg(0)),
+        (_JEQ_K, 0, 3, _AF_UNIX),
+        (_LD_ABS_W, 0, 0, _arg(1)),
+        (_AND_K, 0, 0, 0xF),  # the type, less SOCK_CLOEXEC and SOCK_NONBLOCK
+        (_JEQ_K, 1, 0, _SOCK_STREAM),
+        eperm,
+        allow,
+    ]
+    # sendto: to the connected peer only (a NULL address), as send() is.
+    program += [
+        (_JEQ_K, 0, 6, sendto),
+        (_LD_ABS_W, 0, 0, _arg(4)),
+        (_JEQ_K, 0, 2, 0),
+        (_LD_ABS_W, 0, 0, _arg(4, high=True)),
+        (_JEQ_K, 1, 0, 0),
+        eperm,
+        allow,
+    ]
+    # setsockopt: no bigger socket buffers than the default (memory no limit counts).
+    options = [(_JEQ_K, len(_BUFFER_OPTIONS) - i, 0, o) for i, o in enumerate(_BUFFER_OPTIONS)]
+    program += [
+        (_JEQ_K, 0, 5 + len(options), setsockopt),
+        (_LD_ABS_W, 0, 0, _arg(1)),
+        (_JEQ_K, 0, 1 + len(options), _SOL_SOCKET),
+        (_LD_ABS_W, 0, 0, _arg(2)),
+        *options,
+        allow,
+        eperm,
+    ]
+    # fcntl: no pipe bigger than the default 16 pages (F_SETPIPE_SZ), no dnotify (F_NOTIFY:
+    # inotify by another name, on the folders bound into its root).
+    program += [(_JEQ_K, 0, 5, fcntl), (_LD_ABS_W, 0, 0, _arg(1))]
+    program += [(_JEQ_K, 1, 0, _F_SETPIPE_SZ), (_JEQ_K, 0, 1, _F_NOTIFY), eperm, allow]
+    # clone: a new process or thread, never a new namespace.
+    program += [(_JEQ_K, 0, 4, clone), (_LD_ABS_W, 0, 0, _arg(0)), (_JSET_K, 0, 1, _CLONE_NEW)]
+    program += [eperm, allow, allow]
+    return program
+
+
+def refuse_calls() -> None:
+    """A seccomp filter for this process and all it starts: the calls of _SECCOMP_ARCHES
+    fail with EPERM, and so does every call of another architecture's ABI. Pipes, threads,
+    processes and AF_UNIX stream socketpairs still work."""
     machine = seccomp_arch()
     if not machine:
         raise OSError(errno.ENOSYS, f"no seccomp filter for {os.uname().machine}")
-    arch, refused, x32 = _SECCOMP_ARCHES[machine]
-    # (code, jump if true, jump if false, k); jumps count the instructions they skip.
-    program = [(_LD_ABS_W, 0, 0, 4), (_JEQ_K, 1, 0, arch), (_RET_K, 0, 0, _RET_EPERM)]
-    program.append((_LD_ABS_W, 0, 0, 0))
-    if x32:
-        program.append((_JGE_K, len(refused) + 1, 0, 0x40000000))
-    for i, number in enumerate(refused):
-        program.append((_JEQ_K, len(refused) - i, 0, number))
-    program += [(_RET_K, 0, 0, _RET_ALLOW), (_RET_K, 0, 0, _RET_EPERM)]
+    program = _filter(machine)
     filters = b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
     buffer = ctypes.create_string_buffer(filters)
     fprog = struct.pack("=HxxxxxxQ", len(program), ctypes.addressof(buffer))

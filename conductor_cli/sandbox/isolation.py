@@ -42,6 +42,9 @@ class Limits:
     disk_mb: int = 64  # its folder (a tmpfs of this size)
     # Processes and threads the program may add (RLIMIT_NPROC, which counts all of a user's).
     processes: int = 64
+    # Open files a process may hold (RLIMIT_NOFILE): also bounds its sockets' and pipes'
+    # buffers, and the descriptors it may keep in flight, which no memory limit counts.
+    files: int = 128
 
 
 SHM_MB = 8  # /dev/shm, a tmpfs of its own (multiprocessing's semaphores live there)
@@ -68,9 +71,10 @@ def popen_user(drop: dict[str, Any]) -> tuple[int, int] | None:
     return (drop["user"], drop["group"]) if drop else None
 
 
-# Network, PID and mount namespaces (--mount-proc makes the mount namespace); --mount-proc so
-# that the program sees only its own processes in /proc.
-_NAMESPACES = ["-n", "-p", "-f", "--kill-child", "--mount-proc", "--"]
+# Network, IPC, PID and mount namespaces (--mount-proc makes the mount namespace); --mount-proc
+# so that the program sees only its own processes in /proc; IPC so that the host's SysV
+# segments and queues do not exist for it, and what it makes dies with the run.
+_NAMESPACES = ["-n", "-i", "-p", "-f", "--kill-child", "--mount-proc", "--"]
 # `-r`: a user namespace, which lets a user other than root make the others.
 USER_NAMESPACE = ["unshare", "-r", *_NAMESPACES]
 # Root needs none, and must not have one: its program drops to `nobody`, whom `-r` leaves
@@ -107,6 +111,26 @@ SYSTEM_READS = (
     "/dev/urandom",
     "/sys/devices/system/cpu",
 )
+
+
+# What the seccomp filter refuses besides socket(), as doctor and the trace say it.
+REFUSED = (
+    "datagram socketpairs, connect, SysV IPC, message queues, memfd, inotify, userfaultfd, "
+    "perf_event_open, new namespaces, mounts, dnotify, bigger socket or pipe buffers"
+)
+
+
+def _sysctl(name: str, default: int) -> int:
+    try:
+        return int(open(f"/proc/sys/{name}").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return default
+
+
+def descriptor_bytes() -> int:
+    """The most an open file of the program may hold in kernel buffers: a socket's default
+    send buffer or a pipe's default 16 pages, whichever is more."""
+    return max(_sysctl("net/core/wmem_default", 212992), 16 * 4096)
 
 
 def interpreter_reads() -> list[str]:
@@ -230,12 +254,45 @@ class Isolation:
         return popen_user(self.drop) or self.drop_in_program
 
     def processes(self) -> int:
-        """How many processes the program may add: without a cgroup, few enough that their
-        memory limits add up to at most a quarter of the machine's memory."""
+        """How many processes the program may add: without a cgroup, few enough that what
+        each may hold adds up to at most a quarter of the machine's memory."""
         lim = self.limits or Limits()
         if self.memory:
             return lim.processes
-        return max(1, min(lim.processes, machine_mb() // 4 // lim.memory_mb))
+        return max(1, min(lim.processes, machine_mb() // 4 // self.process_mb()))
+
+    def process_mb(self) -> int:
+        """What one process may hold without a cgroup: its address space, and the buffers of
+        the sockets and pipes its open files may be (the filter keeps each at its default
+        size; none where no filter runs, and then this undercounts)."""
+        lim = self.limits or Limits()
+        return lim.memory_mb + (lim.files * descriptor_bytes() // 2**20 if self.seccomp else 0)
+
+    def total_mb(self) -> int | None:
+        """The most the program and all it starts may hold together, counted where no cgroup
+        bounds it: its processes, its tmpfs folders (inodes bounded too), the pipes its user
+        may fill; None where that cannot be counted (no seccomp filter, no namespaces)."""
+        lim = self.limits or Limits()
+        if not (self.seccomp and self.namespace):
+            return None
+        pipes = _sysctl("fs/pipe-user-pages-soft", 16384) * 4096 // 2**20
+        # Descriptors sent over a socketpair and closed: the kernel caps them per user at
+        # RLIMIT_NOFILE + 253 (beyond the open files), each a socket buffer's worth.
+        in_flight = (lim.files + 253) * descriptor_bytes() // 2**20
+        held = self.processes() * self.process_mb() + in_flight + pipes
+        return held + lim.disk_mb + SHM_MB
+
+    def memory_note(self) -> str:
+        """One line where memory is bounded process by process, not by the kernel in all."""
+        if self.memory:
+            return ""
+        total = self.total_mb()
+        counted = f"at most {total:,} MB in all, counted" if total else "no bound in all"
+        return (
+            f"memory: no cgroup for this user, so {counted} ({self.processes()} processes of "
+            f"{(self.limits or Limits()).memory_mb} MB); a cgroup v2 delegated to this user "
+            "(systemd's Delegate=yes) bounds it in all"
+        )
 
     def confinements(self) -> list[str]:
         """Each confinement in force, one phrase each."""
@@ -255,12 +312,19 @@ class Isolation:
         else:
             said.append("network: blocked in Python only")
         said.append("unix sockets: none (seccomp)" if self.seccomp else "unix sockets: any")
+        if self.namespace:
+            said.append("root: its own (the system read-only, a private /tmp)")
+            said.append("IPC: its own (namespace)")
+        if self.seccomp:
+            said.append(f"system calls: {REFUSED} refused (seccomp)")
         count = self.processes()
         said.append(f"processes: {count}" + (" (own PID namespace)" if self.namespace else ""))
         if self.memory:
             said.append(f"memory: {lim.memory_mb} MB in all ({self.memory})")
         else:
-            said.append(f"memory: {lim.memory_mb} MB a process, {count} processes")
+            total = self.total_mb()
+            bound = f", at most {total:,} MB in all (counted)" if total else ", no bound in all"
+            said.append(f"memory: {lim.memory_mb} MB a process, {count} processes{bound}")
         if self.namespace:
             said.append(f"disk: {lim.disk_mb} MB (tmpfs), /dev/shm {SHM_MB} MB")
         else:
@@ -323,10 +387,12 @@ _RETRIES: tuple[tuple[str, Callable[[Isolation, str], Isolation]], ...] = (
 )
 
 
-def judge(isolation: Isolation, said: str, escaped: bool) -> tuple[Isolation, bool]:
+def judge(
+    isolation: Isolation, said: str, escaped: bool, sent: bool = False
+) -> tuple[Isolation, bool]:
     """What held when a probe program ran under `isolation` (its output `said`; `escaped`:
-    its write outside landed), and whether to try again with what failed given up. Each retry
-    gives up one thing, so retrying ends."""
+    its write outside landed; `sent`: its datagram arrived outside), and whether to try again
+    with what failed given up. Each retry gives up one thing, so retrying ends."""
     failure = next((line for line in said.splitlines() if CONFINE_FAILED in line), "")
     if not failure and "pair " not in said:  # it never got to its end: say why, not a guess
         last = said.strip().splitlines()[-1:] or ["no output"]
@@ -340,7 +406,7 @@ def judge(isolation: Isolation, said: str, escaped: bool) -> tuple[Isolation, bo
     ):
         why = failure or "a probe's read or write outside its folder was not stopped"
         return _without_landlock(isolation, why), True
-    if isolation.seccomp and "unix refused" not in said:
+    if isolation.seccomp and (sent or "unix refused" not in said or "dgram refused" not in said):
         why = failure or "a probe reached a unix socket outside its folder"
         return _without_seccomp(isolation, why), True
     return dataclasses.replace(isolation, kernel_net_block="tcp refused" in said), False

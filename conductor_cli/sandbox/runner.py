@@ -24,9 +24,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from conductor_cli.errors import InputError
 from conductor_cli.sandbox import confine
@@ -51,7 +54,8 @@ from conductor_cli.sandbox.isolation import (
 _LIMITS = """\
 import resource as _r
 for _k, _v in ((_r.RLIMIT_CPU, {cpu}), (_r.RLIMIT_AS, {memory}), (_r.RLIMIT_FSIZE, {fsize}),
-               (_r.RLIMIT_NPROC, {nproc}), (_r.RLIMIT_CORE, 0)):
+               (_r.RLIMIT_NPROC, {nproc}), (_r.RLIMIT_CORE, 0), (_r.RLIMIT_NOFILE, {files}),
+               (_r.RLIMIT_SIGPENDING, {signals})):
     _r.setrlimit(_k, (_v, _v))
 del _r, _k, _v
 """
@@ -93,6 +97,9 @@ del _s, _ss, _m, _n, _wrap_only
 """
 
 _OUTPUT_TAIL = 2000
+# Queued signals and POSIX timers (kernel memory no other limit counts; nothing ordinary
+# queues more than a few).
+SIGNALS = 128
 # Inherited by everything the program starts: without a PID namespace, this finds the
 # processes that escaped the process group.
 _MARK = "CONDUCTOR_SANDBOX_RUN"
@@ -142,14 +149,15 @@ def probe(
     tries what the sandbox must stop, and only what really held is kept."""
     isolation = Isolation.guess(use_namespace, use_landlock, limits)
     while True:
-        said, escaped = _try_escape(isolation)
-        isolation, again = judge(isolation, said, escaped)
+        said, escaped, sent = _try_escape(isolation)
+        isolation, again = judge(isolation, said, escaped, sent)
         if not again:
             return isolation
 
 
 # Tries what the sandbox must stop: a read and a write in a folder anyone may use, TCP to a
-# port of this machine, a unix socket anyone may connect to. Run without the Python socket
+# port of this machine, a unix socket anyone may connect to, a datagram socket anyone may
+# send to. Run without the Python socket
 # block, so that the kernel's blocks are what is tested.
 _PROBE = """
 import _socket, os
@@ -168,23 +176,34 @@ attempt("write", lambda: open({target!r}, "w").close())
 attempt("read", lambda: open({planted!r}).read())
 attempt("tcp", lambda: connect(_socket.AF_INET, ("127.0.0.1", {port})))
 attempt("unix", lambda: connect(_socket.AF_UNIX, {unix!r}))
+attempt("dgram", lambda: _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_DGRAM)[0].sendto(
+    b"escaped", {dgram!r}))
 attempt("pair", lambda: _socket.socketpair())
 """
 
 
-def _try_escape(isolation: Isolation) -> tuple[str, bool]:
-    """(what _PROBE printed under `isolation`, whether its write outside landed)."""
+def _try_escape(isolation: Isolation) -> tuple[str, bool, bool]:
+    """(what _PROBE printed under `isolation`, whether its write outside landed, whether
+    its datagram did)."""
     outside = Path(tempfile.mkdtemp(prefix="conductor-probe-"))
     target, planted, unix = outside / "escaped", outside / "planted", outside / "socket"
-    with socket.socket() as listener, socket.socket(socket.AF_UNIX) as unix_listener:
+    dgram = outside / "dgram"
+    with (
+        socket.socket() as listener,
+        socket.socket(socket.AF_UNIX) as unix_listener,
+        socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as dgram_listener,
+    ):
         listener.bind(("127.0.0.1", 0))
         listener.listen(1)
         unix_listener.bind(str(unix))
         unix_listener.listen(1)
+        dgram_listener.bind(str(dgram))
+        dgram_listener.setblocking(False)
         try:
             # So that only the sandbox can refuse them.
             os.chmod(outside, 0o777)
-            os.chmod(unix, 0o777)
+            for path in (unix, dgram):
+                os.chmod(path, 0o777)
             planted.write_text("planted")
             planted.chmod(0o644)
             program = _PROBE.format(
@@ -192,10 +211,16 @@ def _try_escape(isolation: Isolation) -> tuple[str, bool]:
                 planted=str(planted),
                 port=listener.getsockname()[1],
                 unix=str(unix),
+                dgram=str(dgram),
             )
             limits = Limits(wall_s=10, cpu_s=5, memory_mb=256, file_mb=1, processes=16)
             tried = dataclasses.replace(isolation, limits=limits)
-            return execute(tried, program, sockets=False).output, target.exists()
+            said = execute(tried, program, sockets=False).output
+            try:
+                arrived = bool(dgram_listener.recv(64))
+            except BlockingIOError:
+                arrived = False
+            return said, target.exists(), arrived
         finally:
             shutil.rmtree(outside, ignore_errors=True)
 
@@ -242,25 +267,29 @@ def _preamble(
         memory=lim.memory_mb * 2**20,
         fsize=lim.file_mb * 2**20,
         nproc=_process_limit(isolation),
+        files=lim.files,
+        signals=SIGNALS,
     )
     interpreter = interpreter_reads()
     steps: list[tuple[str, tuple[object, ...], str]] = []
     if cgroup:
         steps.append(("join_cgroup", (str(cgroup.procs),), "cgroup"))
     if isolation.namespace:
-        # Root whose interpreter `nobody` may not reach shows `nobody` that interpreter alone.
-        owner = isolation.drop_in_program
-        reveal = [*interpreter, str(folder)] if owner else []
-        args = (str(folder), lim.disk_mb, SHM_MB, owner, reveal)
+        # Its minimal root shows the interpreter and the system's libraries; /proc and the
+        # devices it makes itself.
+        shown = [p for p in [*interpreter, *SYSTEM_READS] if p not in confine.DEVICES]
+        args = (str(folder), lim.disk_mb, SHM_MB, isolation.drop_in_program, shown)
         steps.append(("mount_view", args, "mounting"))
     steps.append(("drop_privileges", (isolation.drop_in_program,), "dropping root"))
     if isolation.landlock:
-        writes = ["/dev/null", "/dev/shm"] if isolation.namespace else ["/dev/null"]
+        # Its private /tmp (its folder is in it) and /dev/shm exist only in its own root.
+        private = ["/tmp", "/dev/shm"] if isolation.namespace else []
+        writes = ["/dev/null", *private]
         steps.append(
             ("restrict", (str(folder), _reads(isolation, interpreter), writes), "Landlock")
         )
     if isolation.seccomp:
-        steps.append(("block_sockets", (), "seccomp"))
+        steps.append(("refuse_calls", (), "seccomp"))
     text += _CONFINE.format(source=_CONFINE_SOURCE)
     for function, args, step in steps:
         text += _CONFINE_STEP.format(function=function, args=args, step=step, failed=CONFINE_FAILED)
@@ -279,7 +308,8 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
             said = f"{CONFINE_FAILED}: no memory cgroup could be made for this run"
             return Outcome(False, "error", None, said, 0.0, isolation.describe())
     token = secrets.token_hex(8)
-    workdir = Path(tempfile.mkdtemp(prefix="conductor-sandbox-"))
+    # Beneath /tmp, where its minimal root's private /tmp shows it at the same path.
+    workdir = Path(tempfile.mkdtemp(prefix="conductor-sandbox-", dir=_TMP))
     # -I: ignore PYTHON* variables and the user's site-packages; the program gets the
     # standard library only.
     script = workdir / "program.py"
@@ -292,10 +322,8 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
         script.write_text(
             _preamble(isolation, workdir, cgroup, sockets) + program, encoding="utf-8"
         )
-        out_path = workdir / "output.txt"
-        out_path.touch()
         if isolation.owner:
-            for path in (workdir, script, out_path):
+            for path in (workdir, script):
                 os.chown(path, *isolation.owner)
         env = {
             _MARK: token,
@@ -304,34 +332,41 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
             "LANG": "C.UTF-8",
             "TMPDIR": str(workdir),
         }
-        with open(out_path, "wb") as out:  # a file, not a pipe: RLIMIT_FSIZE bounds it
-            proc = subprocess.Popen(
-                command,
-                cwd=workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                process_group=0,  # killpg reaches everything it starts
-                **isolation.drop,
-            )
-            timed_out = False
-            try:
-                returncode: int | None = proc.wait(timeout=lim.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                returncode = None
-            finally:
-                _kill_group(proc.pid)
-                proc.wait()
-                if not isolation.namespace:
-                    _kill_marked(token)
-        output = _tail(out_path)
+        # A pipe, not a file: nothing of the host's disk to fallocate, and this process
+        # decides how much it keeps (the file-size limit, as for its files).
+        proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            process_group=0,  # killpg reaches everything it starts
+            **isolation.drop,
+        )
+        assert proc.stdout is not None
+        reader = _Output(proc.stdout, lim.file_mb * 2**20, lambda: _kill_group(proc.pid))
+        timed_out = False
+        try:
+            returncode: int | None = proc.wait(timeout=lim.wall_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            returncode = None
+        finally:
+            _kill_group(proc.pid)
+            proc.wait()
+            if not isolation.namespace:
+                _kill_marked(token)
+            reader.close()
+        output = reader.tail()
         seconds = time.monotonic() - start
-        full = out_path.stat().st_size >= lim.file_mb * 2**20
         oom = cgroup is not None and cgroup.oom_killed()
         status = (
-            "file_size" if full else "memory" if oom else _status(returncode, output, timed_out)
+            "file_size"
+            if reader.full
+            else "memory"
+            if oom
+            else _status(returncode, output, timed_out)
         )
         if status == "timeout":  # unshare's own line is not the program's output
             output = output.rstrip().removesuffix(_UNSHARE_SIGNALLED + ": Invalid argument")
@@ -342,6 +377,43 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
         if cgroup:
             cgroup.remove()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+_TMP = "/tmp"
+
+
+class _Output:
+    """Reads a program's output pipe in a thread, keeping its tail; past `cap` bytes in all,
+    calls `stop` (the program has printed more than a file of its may hold)."""
+
+    def __init__(self, pipe: IO[bytes], cap: int, stop: Callable[[], None]) -> None:
+        self._pipe, self._cap, self._stop = pipe, cap, stop
+        self._kept = bytearray()
+        self.total = 0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    @property
+    def full(self) -> bool:
+        return self.total > self._cap
+
+    def _read(self) -> None:
+        while chunk := self._pipe.read1(65536):
+            self.total += len(chunk)
+            self._kept += chunk
+            del self._kept[: max(0, len(self._kept) - _OUTPUT_TAIL * 4)]
+            if self.full:
+                self._stop()
+                return
+
+    def close(self) -> None:
+        """Wait for the end of the output (everything holding the pipe is dead by now)."""
+        self._thread.join(timeout=5)
+        self._pipe.close()
+
+    def tail(self) -> str:
+        text = self._kept.decode("utf-8", errors="replace")
+        return text[-_OUTPUT_TAIL:]
 
 
 def _kill_group(pgid: int) -> None:
@@ -367,13 +439,6 @@ def _kill_marked(token: str) -> None:
                     os.kill(int(entry.name), signal.SIGKILL)
         if not found:
             return
-
-
-def _tail(path: Path) -> str:
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        f.seek(max(0, f.tell() - _OUTPUT_TAIL))
-        return f.read().decode("utf-8", errors="replace")
 
 
 # util-linux `unshare --fork`, whose child died of a signal, re-raises it on itself; the CPU

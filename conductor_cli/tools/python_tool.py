@@ -9,6 +9,7 @@ step or round can react to it; only a machine that cannot confine the program is
 from __future__ import annotations
 
 import ast
+import sys
 import threading
 
 from conductor_cli.backends.base import Completion, Request, TextSink
@@ -125,6 +126,8 @@ class PythonTool:
         with self._lock:
             if self._sandbox is None:
                 self._sandbox = Sandbox(self.limits)
+                if note := self._sandbox.isolation.memory_note():  # said once, at first use
+                    print(f"conductor: python tool: {note}", file=sys.stderr)
             return self._sandbox
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
