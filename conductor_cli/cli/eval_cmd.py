@@ -112,10 +112,12 @@ def eval_cmd(
     from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
     from conductor_cli.evals import EvalRequest, open_eval
+    from conductor_cli.public import is_public, names
     from conductor_cli.storage import CacheMode
 
-    if dataset not in DATASETS:
-        raise InputError(f"unknown dataset {dataset!r}; use one of {', '.join(DATASETS)}")
+    if dataset not in DATASETS and not is_public(dataset):
+        known = ", ".join([*DATASETS, *names()])
+        raise InputError(f"unknown dataset {dataset!r}; use one of {known}")
     request = EvalRequest(
         dataset=dataset,
         file=file,

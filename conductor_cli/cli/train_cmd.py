@@ -231,7 +231,8 @@ def train_cmd(
             )
         raise typer.Exit(launch_processes(sys.argv[1:], processes, device))
     cfg = load_config(config_path(ctx, config))
-    problems = select(load_dataset(dataset, file, scorer), limit=limit)
+    # A public set trains on its own training split, never on a test item.
+    problems = select(load_dataset(dataset, file, scorer, split="train"), limit=limit)
     # fmt: off
     head = HeadOptions(
         generations=generations, tasks=tasks, rounds=rounds, search=search, policy=policy,

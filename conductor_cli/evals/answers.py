@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+import string
 import textwrap
 import unicodedata
 from collections.abc import Sequence
@@ -15,7 +16,7 @@ from conductor_cli.evals.records import Problem
 from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-QA_SCORERS = ("exact", "numeric", "contains", "answered")
+QA_SCORERS = ("exact", "numeric", "contains", "answered", "alias")
 RELATIVE_TOLERANCE = 1e-6
 
 # --- choice letters ---------------------------------------------------------------------------
@@ -270,15 +271,32 @@ def _contains(haystack: str, needle: str) -> bool:
     return re.search(left + re.escape(needle) + right, haystack) is not None
 
 
-def score_qa(reply: str, reference: str, scorer: str) -> tuple[bool, str]:
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def squad_normal(text: str) -> str:
+    """SQuAD's answer normalization (NQ-open and TriviaQA score with it): lower case, no
+    punctuation, no articles, single spaces."""
+    text = "".join(c for c in text.lower() if c not in string.punctuation)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def score_qa(
+    reply: str, reference: str, scorer: str, aliases: Sequence[str] = ()
+) -> tuple[bool, str]:
     """(correct, extracted) for a free-answer question.
 
     exact: the final answer equals the reference up to case, spacing and trailing punctuation;
     numeric: extract_number equals the reference within RELATIVE_TOLERANCE;
     contains: the reference appears, as whole words, anywhere in the reply;
     answered: an open request (no reference): right when the reply is an answer at all, not
-    empty and not a tool's report that it had nothing to run or failed.
+    empty and not a tool's report that it had nothing to run or failed;
+    alias: the final answer equals the reference or any of `aliases` after squad_normal.
     """
+    if scorer == "alias":
+        extracted = final_answer(reply)
+        wanted = {squad_normal(a) for a in (*aliases, reference)} - {""}
+        return squad_normal(extracted) in wanted, extracted
     if scorer == "numeric":
         got = extract_number(reply)
         want = extract_number(reference)
@@ -415,6 +433,8 @@ def vote_key(problem: Problem, extracted: str) -> str:
     if problem.scorer == "numeric":
         value = extract_number(extracted)
         return "" if value is None else canonical_number(value)
+    if problem.scorer == "alias":
+        return squad_normal(extracted)
     return normalize_text(extracted)
 
 

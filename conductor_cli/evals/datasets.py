@@ -19,16 +19,9 @@ from typing import Any
 
 from conductor_cli.errors import InputError
 from conductor_cli.evals.answers import LETTERS, QA_SCORERS, extract_number
+from conductor_cli.evals.instructions import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
 from conductor_cli.evals.records import Problem
 
-CODE_INSTRUCTION = (
-    "Complete the following Python function. "
-    "Reply with the whole function in one ```python code block.\n\n"
-)
-MCQ_INSTRUCTION = "Answer with the letter of the correct choice."
-# Exact and numeric scoring read the text after the last "Answer:"; asking for that line
-# keeps a correct but chatty reply from being scored wrong.
-QA_INSTRUCTION = 'End your reply with a line "Answer: <your answer>".'
 MIN_CHOICES = 2
 MAX_CHOICES = len(LETTERS)
 HUMANEVAL_RESOURCE = ("data", "HumanEval.jsonl.gz")
@@ -202,6 +195,12 @@ def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Proble
             f"{where}: answer {answer!r} is not a number, but the scorer is numeric; "
             "give a number, or score with exact or contains."
         )
+    aliases = row.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
+        raise InputError(
+            f"{where}: 'aliases' must be a list of strings, got {_json_type(aliases)}; "
+            "give the other answers that count, or leave the key out."
+        )
     return Problem(
         id=row_id,
         kind="qa",
@@ -209,6 +208,7 @@ def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Proble
         answer=answer,
         category=_category(row, where),
         scorer=scorer,
+        aliases=tuple(aliases),
     )
 
 
@@ -216,10 +216,20 @@ DATASETS = ("humaneval", "mcq", "qa")
 LOADABLE = (*DATASETS, "mixed")  # mixed: a file of lines of the other three
 
 
-def load_dataset(kind: str, file: Path | None, scorer: str = "exact") -> list[Problem]:
-    """The problems of a dataset kind (`conductor eval` and `conductor train` take the same)."""
+def load_dataset(
+    kind: str, file: Path | None, scorer: str = "exact", split: str = "test"
+) -> list[Problem]:
+    """The problems of a dataset kind (`conductor eval` and `conductor train` take the same);
+    a public set's `split` ("test" for eval, "train" for train: conductor_cli.public)."""
+    from conductor_cli import public
+
+    if public.is_public(kind):
+        if file is not None:
+            raise InputError(f"{kind} is a public set, read from its package: give no file")
+        return public.load(kind, split)
     if kind not in LOADABLE:
-        raise InputError(f"unknown dataset {kind!r}; use one of {', '.join(LOADABLE)}")
+        known = ", ".join([*LOADABLE, *public.names()])
+        raise InputError(f"unknown dataset {kind!r}; use one of {known}")
     if kind == "humaneval":
         return load_humaneval(file)
     if file is None:
@@ -237,25 +247,31 @@ def select(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    each: bool = False,
 ) -> list[Problem]:
     """A seeded random `sample` of the problems, kept in dataset order, then the first
-    `limit` of those."""
+    `limit` of those; `each`: `sample` of each category (the sets of a public mix)."""
     for option, value in (("--limit", limit), ("--sample", sample)):
         if value is not None and value < 1:
             raise InputError(f"{option} {value}: must be at least 1; give a positive count.")
-    chosen = list(problems)
-    if sample is not None and sample < len(chosen):
-        keep = sorted(random.Random(seed).sample(range(len(chosen)), sample))
-        chosen = [chosen[i] for i in keep]
+    groups: dict[str | None, list[int]] = {}
+    for i, problem in enumerate(problems):
+        groups.setdefault(problem.category if each else None, []).append(i)
+    keep: list[int] = []
+    for indices in groups.values():
+        if sample is not None and sample < len(indices):
+            indices = random.Random(seed).sample(indices, sample)
+        keep += indices
+    chosen = [problems[i] for i in sorted(keep)]
     return chosen[:limit] if limit is not None else chosen
 
 
 def fingerprint(problems: Sequence[Problem]) -> str:
     """sha256 of the problems' canonical JSON: the same problems in the same order give the
     same key, so results can be resumed only against the dataset they were made from."""
-    canonical = json.dumps(
-        [asdict(p) for p in problems], sort_keys=True, ensure_ascii=False, separators=(",", ":")
-    )
+    # A field added with an empty default leaves the keys of files made before it alone.
+    rows = [{k: v for k, v in asdict(p).items() if k != "aliases" or v} for p in problems]
+    canonical = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 

@@ -18,6 +18,7 @@ class Problem:
     prompt: str = ""  # code: the HumanEval prompt (signature and docstring)
     test: str = ""  # code: the HumanEval test, which defines check(candidate)
     entry_point: str = ""  # code: the function's name
+    aliases: tuple[str, ...] = ()  # qa "alias": every answer that counts (NQ, TriviaQA)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ def extract(problem: Problem, reply: str) -> str:
         return extract_code(reply, problem)
     if problem.kind == "mcq":
         return score_choice(reply, problem)[1]
-    return score_qa(reply, problem.answer, problem.scorer)[1]
+    return score_qa(reply, problem.answer, problem.scorer, problem.aliases)[1]
 
 
 def key(problem: Problem, reply: str) -> str:
@@ -38,5 +38,5 @@ def score(
     if problem.kind == "mcq":
         correct, letter = score_choice(reply, problem)
         return correct, letter, {}
-    correct, extracted = score_qa(reply, problem.answer, problem.scorer)
+    correct, extracted = score_qa(reply, problem.answer, problem.scorer, problem.aliases)
     return correct, extracted, {}

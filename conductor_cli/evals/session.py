@@ -115,7 +115,11 @@ def open_eval(request: EvalRequest, config: Config) -> EvalSession:
         )
     chosen = parse_strategies(request.strategies, config)
     problems = load_dataset(request.dataset, request.file, request.scorer)
-    picked = select(problems, limit=request.limit, sample=request.sample, seed=request.seed)
+    # A mix of public sets is sampled set by set: --sample 50 is 50 of each.
+    each = "+" in request.dataset
+    picked = select(
+        problems, limit=request.limit, sample=request.sample, seed=request.seed, each=each
+    )
     settings = Settings(
         vote_n=request.vote_n,
         moa_layers=request.moa_layers,

@@ -35,7 +35,8 @@ def store_path() -> Path:
 
 def question_key(problem: Problem) -> str:
     """What a question's reward depends on: everything but its id."""
-    fields = {k: v for k, v in asdict(problem).items() if k != "id"}
+    # (aliases only where there are some: the keys of questions measured before it stay)
+    fields = {k: v for k, v in asdict(problem).items() if k != "id" and (k != "aliases" or v)}
     return _digest(fields)
 
 

