@@ -57,3 +57,34 @@ def test_evaluate_runs_summarizes_and_resumes(tmp_path: Path) -> None:
         assert (restarted.resumed, restarted.computed) == (0, 3)
     finally:
         server.close()
+
+
+def test_the_program_strategy_runs_what_the_model_wrote_in_the_python_tool(
+    tmp_path: Path,
+) -> None:
+    """`program:W` (issue 57): W is asked in policy/words' words for a program, the real
+    python tool runs it in the sandbox, and what it prints is the answer scored."""
+    server = FakeOpenAIServer(["ok"], answer="Here:\n```python\nprint(6 * 7)\n```")
+    try:
+        path = tmp_path / "config.toml"
+        worker = (
+            f"[[workers]]\nname = 'good'\nmodel = 'openai/fake'\napi_base = '{server.api_base}'\n"
+        )
+        tool = "[[workers]]\nname = 'python'\nmodel = 'tool:python'\n"
+        path.write_text(worker, encoding="utf-8")
+        data = tmp_path / "qa.jsonl"
+        data.write_text(json.dumps({"question": "6 x 7?", "answer": 42}) + "\n", encoding="utf-8")
+        request = EvalRequest("qa", data, scorer="numeric", strategies="program")
+        with pytest.raises(InputError, match="no python tool to run the program"):
+            open_eval(request, load_config(path))
+        path.write_text(worker + tool, encoding="utf-8")
+        config = load_config(path)
+        with pytest.raises(InputError, match="'python' is not a model of the pool"):
+            open_eval(replace(request, strategies="program:python"), config)
+        outcome = evaluate(replace(request, strategies="program,single:good"), config)
+        accuracy = {s.strategy: s.accuracy for s in outcome.summaries}
+        assert accuracy == {"program:good": 1.0, "single:good": 0.0}, accuracy
+        asked = server.requests[0]["body"]["messages"][-1]["content"]
+        assert "Write a Python program that computes the answer" in asked
+    finally:
+        server.close()

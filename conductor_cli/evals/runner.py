@@ -28,6 +28,7 @@ from conductor_cli.evals.strategies import (
     moa_proposers,
     moa_workflow,
     oracle_results,
+    program_workflow,
     router_results,
     single_workflow,
     strategy_kind,
@@ -137,6 +138,10 @@ class _Solver:
         worker = strategy.partition(":")[2]
         return self._scored(strategy, problem, single_workflow(worker))
 
+    def _program(self, strategy: str, problem: Problem) -> Result:
+        worker = strategy.partition(":")[2]
+        return self._scored(strategy, problem, program_workflow(self.config, worker))
+
     def _moa(self, strategy: str, problem: Problem) -> Result:
         names = moa_proposers(self.config)
         wf = moa_workflow(names, self.settings.moa_layers, self.settings.aggregator or names[0])
@@ -201,6 +206,7 @@ SOLVERS: dict[str, Callable[[_Solver, str, Problem], Result]] = {
     "single": _Solver._single,
     "vote": _Solver._vote,
     "moa": _Solver._moa,
+    "program": _Solver._program,
 }
 
 

@@ -26,7 +26,7 @@ from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.run.workflow import Step, Workflow
 
-BASE = ("conductor", "single", "vote", "moa")
+BASE = ("conductor", "single", "vote", "moa", "program")
 KNN = "knn-router"
 KNN_VOTE = "knn-router:vote"
 # Derived strategies as they are named in a strategy list.
@@ -122,6 +122,9 @@ def parse_strategies(text: str | None, config: Config) -> list[str]:
             chosen.append(plain + rounds)
             continue
         kind, _, worker = raw.partition(":")
+        if kind == "program":
+            chosen += [f"program:{w}" for w in program_writers(config, worker, raw)]
+            continue
         if kind in ("single", "vote"):
             if not worker:
                 chosen += [f"{kind}:{n}" for n in names]
@@ -141,11 +144,45 @@ def parse_strategies(text: str | None, config: Config) -> list[str]:
         else:
             raise InputError(
                 f"--strategies {raw}: unknown strategy; use conductor[:NAME], single[:WORKER], "
-                "vote[:WORKER], moa, router, knn-router[:vote] or oracle"
+                "vote[:WORKER], program[:WORKER], moa, router, knn-router[:vote] or oracle"
             )
     if not chosen:
         raise InputError("--strategies is empty; name at least one strategy")
     return list(dict.fromkeys(chosen))
+
+
+def python_tool(config: Config) -> str | None:
+    """The pool's first `tool:python` worker: what runs a `program:` strategy's program."""
+    return next((w.name for w in config.workers if w.model == "tool:python"), None)
+
+
+def program_writers(config: Config, worker: str, raw: str) -> list[str]:
+    """The workers `program[:W]` asks for a program: W, or every model of the pool."""
+    from conductor_cli.models.spec import ModelSpec
+
+    if python_tool(config) is None:
+        raise InputError(
+            f"--strategies {raw}: the pool has no python tool to run the program; add a worker "
+            'with model = "tool:python"'
+        )
+    models = [w.name for w in config.workers if not ModelSpec.for_worker(w.model).tool]
+    if not worker:
+        return models
+    if worker not in models:
+        raise InputError(
+            f"--strategies {raw}: {worker!r} is not a model of the pool "
+            f"({', '.join(models)}); name one that writes the program"
+        )
+    return [worker]
+
+
+def program_workflow(config: Config, worker: str) -> Workflow:
+    """`worker` writes a program, the python tool runs it, in policy/words' words."""
+    from conductor_cli.policy.shapes import program_shape
+
+    tool = python_tool(config)
+    assert tool is not None  # parse_strategies refused the strategy otherwise
+    return program_shape(worker, tool).workflow()
 
 
 def check_conductor(name: str, raw: str) -> str:

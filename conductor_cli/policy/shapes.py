@@ -16,48 +16,66 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from conductor_cli.errors import InputError
+from conductor_cli.policy import words
 from conductor_cli.run.workflow import Step, Workflow, task_rules
 
 MAX_SHAPE_STEPS = 2
 MAX_SHAPES = 60
 
-# The words of each step when a shape's reward is measured: the head learns routing, so the
-# words are held fixed (the conductor writes its own when the trained head is used).
-ANSWER_TASK = "Answer the question."
-CHECK_TASK = "Check the earlier answer to the question and give the correct final answer."
+# The words of each step when a shape's reward is measured, unless the shape names others
+# (policy/words.py).
+ANSWER_TASK = words.ANSWER
+CHECK_TASK = words.CHECK
 
 
 @dataclass(frozen=True)
 class Shape:
     workers: tuple[str, ...]
     sees: tuple[tuple[int, ...], ...]
+    # Each step's words by name (policy/words.WORDS); empty: `answer`, `check` where it sees.
+    words: tuple[str, ...] = ()
+
+    def word(self, step: int) -> str:
+        return self.words[step] if self.words else words.default(self.sees[step])
 
     @property
     def label(self) -> str:
-        """`w0`, `w0 > w1`, `w0 > w1<0` (step 2 sees step 1); `keep` for the empty shape."""
+        """`w0`, `w0 > w1`, `w0 > w1<0` (step 2 sees step 1), `w0[program] > w1[run]<0` (words
+        other than the default); `keep` for the empty shape."""
         if not self.workers:
             return "keep"
         parts = []
-        for worker, sees in zip(self.workers, self.sees, strict=True):
-            parts.append(worker + ("<" + ",".join(map(str, sees)) if sees else ""))
+        for i, (worker, sees) in enumerate(zip(self.workers, self.sees, strict=True)):
+            named = f"[{self.word(i)}]" if self.words else ""
+            parts.append(worker + named + ("<" + ",".join(map(str, sees)) if sees else ""))
         return " > ".join(parts)
 
     def to_dict(self) -> dict[str, object]:
-        return {"workers": list(self.workers), "sees": [list(s) for s in self.sees]}
+        d: dict[str, object] = {"workers": list(self.workers), "sees": [list(s) for s in self.sees]}
+        if self.words:
+            d["words"] = list(self.words)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Shape:
         workers = d["workers"]
         sees = d["sees"]
+        named = d.get("words", [])
         if not isinstance(workers, list) or not isinstance(sees, list):
             raise ValueError("a shape needs lists 'workers' and 'sees'")
-        return cls(tuple(str(w) for w in workers), tuple(tuple(int(i) for i in s) for s in sees))
+        if not isinstance(named, list) or any(w not in words.WORDS for w in named):
+            raise ValueError(f"a shape's 'words' name entries of {', '.join(words.WORDS)}")
+        return cls(
+            tuple(str(w) for w in workers),
+            tuple(tuple(int(i) for i in s) for s in sees),
+            tuple(str(w) for w in named),
+        )
 
     def workflow(self) -> Workflow:
-        """The shape with the fixed training words."""
+        """The shape with its words (the training words where it names none)."""
         steps = []
-        for worker, sees in zip(self.workers, self.sees, strict=True):
-            steps.append(Step(worker, CHECK_TASK if sees else ANSWER_TASK, sees))
+        for i, (worker, sees) in enumerate(zip(self.workers, self.sees, strict=True)):
+            steps.append(Step(worker, words.WORDS[self.word(i)], sees))
         return Workflow(tuple(steps))
 
     def matches(self, workflow: Workflow) -> bool:
@@ -80,6 +98,12 @@ def enumerate_shapes(workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS) -
                 shapes.append(Shape((first, second), ((), ())))
                 shapes.append(Shape((first, second), ((), (0,))))
     return shapes
+
+
+def program_shape(model: str, tool: str) -> Shape:
+    """A model writes a program and the python tool runs it, in those words:
+    `model[program] > tool[run]<0`."""
+    return Shape((model, tool), ((), (0,)), ("program", "run"))
 
 
 def single_index(shapes: Sequence[Shape]) -> dict[str, int]:
@@ -114,10 +138,12 @@ def shape_grammar(shape: Shape) -> str:
     if not shape.workers:
         return fixed_grammar(shape)
     steps = []
-    for worker, sees in zip(shape.workers, shape.sees, strict=True):
+    for i, (worker, sees) in enumerate(zip(shape.workers, shape.sees, strict=True)):
         head = json.dumps({"worker": worker})[:-1] + ', "task": '
         tail = ', "sees": ' + json.dumps(list(sees)) + "}"
-        steps.append(f"{_lit(head)} task {_lit(tail)}")
+        # Words a shape names are part of it: the conductor writes only the others.
+        task = _lit(json.dumps(words.WORDS[shape.word(i)])) if shape.words else "task"
+        steps.append(f"{_lit(head)} {task} {_lit(tail)}")
     body = ' ", " '.join(steps)
     return "\n".join([f'root ::= "{{\\"steps\\": [" {body} "]}}"', *task_rules()]) + "\n"
 

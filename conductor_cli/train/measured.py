@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.evals.records import Problem
+from conductor_cli.policy import words
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.storage import paths
 from conductor_cli.train.reward import reward
@@ -41,8 +42,13 @@ def question_key(problem: Problem) -> str:
 
 
 def shape_key(shape: Shape, fingerprints: Mapping[str, str]) -> str:
-    """The shape with each worker replaced by its fingerprint."""
-    return _digest([WORDS, [fingerprints[w] for w in shape.workers], [list(s) for s in shape.sees]])
+    """The shape with each worker replaced by its fingerprint; its words where it names any
+    (a shape with the default words keeps the key it had before shapes had words)."""
+    key: list[object] = [WORDS, [fingerprints[w] for w in shape.workers]]
+    key.append([list(s) for s in shape.sees])
+    if shape.words:
+        key.append([words.WORDS[w] for w in shape.words])  # the words themselves, not names
+    return _digest(key)
 
 
 def _digest(value: Any) -> str:
