@@ -243,3 +243,153 @@ def test_config_reference_is_complete_and_current() -> None:
     assert (repo / "docs" / "config.md").read_text(encoding="utf-8") == reference_markdown(), (
         "docs/config.md is out of date: python -m conductor_cli.config.doc > docs/config.md"
     )
+
+
+# --- Issue 60: every command that edits the config changes only the lines of the key it names.
+# Compared as text (difflib), not as TOML: comments, blank lines, quoting, key order, dotted
+# keys, inline tables and arrays of tables are the user's work.
+
+MINE = """\
+# My team: keep the coder cheap.  (a user's note)
+cache.size_limit_mb = 256   # a dotted key
+
+[conductor]
+max_steps = 3  # more steps cost too much on my laptop
+seed = 7
+
+# the OpenAI key lives in OPENAI_API_KEY
+[[workers]]
+name = 'helper'   # single quotes, as I typed them
+model = "gguf:smollm2-135m-instruct"
+description = "a small model"
+
+[[workers]]
+name = "remote"
+model = "openai/gpt-4.1-mini"
+api_key_env = "OPENAI_API_KEY"
+
+[mcp_servers.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]
+env = { TOKEN = "${TOKEN}" }   # an inline table
+"""
+
+
+def _changed(before: str, after: str) -> tuple[list[str], list[str]]:
+    """(lines removed, lines added) between two texts."""
+    import difflib
+
+    diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0))
+    body = [d for d in diff if not d.startswith(("---", "+++", "@@"))]
+    return [d[1:] for d in body if d[0] == "-"], [d[1:] for d in body if d[0] == "+"]
+
+
+@pytest.mark.parametrize(
+    ("command", "removed", "added"),
+    [
+        (
+            ["config", "set", "conductor.max_steps", "4"],
+            ["max_steps = 3  # more steps cost too much on my laptop"],
+            ["max_steps = 4  # more steps cost too much on my laptop"],
+        ),
+        (
+            ["config", "set", "cache.size_limit_mb", "512"],
+            ["cache.size_limit_mb = 256   # a dotted key"],
+            ["cache.size_limit_mb = 512   # a dotted key"],
+        ),
+        (
+            ["config", "set", "workers.helper.max_tokens", "64"],
+            [],
+            ["max_tokens = 64"],
+        ),
+        (
+            ["config", "set", "workers.helper.description", "tiny"],
+            ['description = "a small model"'],
+            ['description = "tiny"'],
+        ),
+        (
+            ["config", "set", "mcp_servers.files.env.TOKEN", "${OTHER}"],
+            ['env = { TOKEN = "${TOKEN}" }   # an inline table'],
+            ['env = { TOKEN = "${OTHER}" }   # an inline table'],
+        ),
+        (
+            ["config", "set", "conductor.max_rounds", "2"],
+            [],
+            ["max_rounds = 2"],
+        ),
+        (
+            ["workers", "add", "extra", "openai/gpt-4o-mini", "--description", "cheap"],
+            [],
+            [
+                "[[workers]]",
+                'name = "extra"',
+                'model = "openai/gpt-4o-mini"',
+                'description = "cheap"',
+                "",
+            ],
+        ),
+    ],
+    ids=["set", "dotted-key", "new-worker-key", "worker-key", "inline-table", "new-key", "add"],
+)
+def test_an_edit_changes_only_the_lines_of_its_key(
+    tmp_path: Path, command: list[str], removed: list[str], added: list[str]
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(MINE, encoding="utf-8")
+    done = run_cli(*command, "--config", str(path))
+    assert done.returncode == 0, done.stderr
+    after = path.read_text(encoding="utf-8")
+    assert _changed(MINE, after) == (removed, added), after
+
+
+def test_removing_a_worker_removes_its_lines_alone(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(MINE, encoding="utf-8")
+    assert run_cli("workers", "remove", "remote", "--config", str(path)).returncode == 0
+    removed, added = _changed(MINE, path.read_text(encoding="utf-8"))
+    assert added == []
+    assert removed == [
+        "[[workers]]", 'name = "remote"', 'model = "openai/gpt-4.1-mini"',
+        'api_key_env = "OPENAI_API_KEY"', "",
+    ]  # fmt: skip
+
+
+def test_the_starter_file_keeps_its_examples_through_an_edit(tmp_path: Path) -> None:
+    path = tmp_path / "starter.toml"
+    assert run_cli("config", "init", "--config", str(path)).returncode == 0
+    before = path.read_text(encoding="utf-8")
+    assert (
+        run_cli("config", "set", "conductor.max_steps", "3", "--config", str(path)).returncode == 0
+    )
+    removed, added = _changed(before, path.read_text(encoding="utf-8"))
+    assert len(removed) <= 1 and len(added) == 1 and "max_steps = 3" in added[0], (removed, added)
+    assert before.count("# ") == path.read_text(encoding="utf-8").count("# ")
+
+
+def test_a_failed_or_refused_edit_leaves_the_file_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(MINE, encoding="utf-8")
+    bad = run_cli("config", "set", "conductor.max_steps", "many", "--config", str(path))
+    assert_one_line_error(bad, 2, "conductor.max_steps")
+    twice = run_cli("workers", "add", "remote", "openai/x", "--config", str(path))
+    assert_one_line_error(twice, 2, "remote")
+    assert path.read_text(encoding="utf-8") == MINE
+
+
+def test_an_inline_table_is_edited_where_it_is_and_a_twice_named_worker_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "config.toml"
+    inline = (
+        'conductor = { max_steps = 3 }  # inline\n\n[[workers]]\nname = "a"\nmodel = "openai/x"\n'
+    )
+    path.write_text(inline, encoding="utf-8")
+    assert (
+        run_cli("config", "set", "conductor.max_steps", "4", "--config", str(path)).returncode == 0
+    )
+    assert path.read_text(encoding="utf-8") == inline.replace("= 3 }", "= 4 }")
+    twice = inline + '\n[[workers]]\nname = "a"\nmodel = "openai/y"\n'
+    path.write_text(twice, encoding="utf-8")
+    refused = run_cli("config", "set", "conductor.max_steps", "5", "--config", str(path))
+    assert_one_line_error(refused, 2, "duplicate worker name 'a'")
+    assert path.read_text(encoding="utf-8") == twice

@@ -123,7 +123,8 @@ def reference_markdown() -> str:
         "Generated from the code by `python -m conductor_cli.config.doc`; do not edit by hand.",
         "The file is TOML, at `conductor config path`. Set a key with",
         "`conductor config set SECTION.KEY VALUE` (`workers.NAME.KEY` for a worker,",
-        "`mcp_servers.NAME.command`, `.args` or `.env.VAR` for an MCP server).",
+        "`mcp_servers.NAME.command`, `.args` or `.env.VAR` for an MCP server): it changes that",
+        "key's line alone, and every comment, blank line and example of yours stays.",
     ]
     for section, title, types, cls in _SECTIONS:
         lines += ["", f"## {title}", "", "| key | type | default | what it does |"]

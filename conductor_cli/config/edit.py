@@ -213,7 +213,93 @@ def load_raw(path: Path) -> dict[str, Any]:
 
 
 def save_raw(path: Path, raw: dict[str, Any]) -> None:
-    import tomli_w
-
+    """Write `raw` to `path`. An existing file is edited in place (tomlkit): only the keys
+    whose values differ change, and every comment, blank line, quote and key order of the
+    rest stays byte for byte; a file that cannot be edited so is refused, never rewritten."""
     config_from_dict(raw, source=path)  # validate before writing: a bad edit never lands
-    atomic_write(path, tomli_w.dumps(raw).encode("utf-8"))
+    if not path.exists():
+        import tomli_w
+
+        atomic_write(path, tomli_w.dumps(raw).encode("utf-8"))
+        return
+    atomic_write(path, edited_text(path, raw).encode("utf-8"))
+
+
+def edited_text(path: Path, raw: dict[str, Any]) -> str:
+    """The file's text with what differs between it and `raw` changed where it is written."""
+    import tomllib
+
+    import tomlkit
+
+    text = path.read_text(encoding="utf-8")
+    before = tomllib.loads(text)
+    document = tomlkit.parse(text)
+    _apply(document, before, raw, path)
+    after = tomlkit.dumps(document)
+    if tomllib.loads(after) != raw:  # tomlkit could not say it: the file is left as it was
+        raise ConfigError(
+            f"{path}: this edit cannot be made without rewriting the file's layout; "
+            "make it by hand (conductor config edit)"
+        )
+    return after
+
+
+def _apply(table: Any, before: dict[str, Any], after: dict[str, Any], path: Path) -> None:
+    """Change tomlkit `table` (holding `before`) into `after`, touching only what differs."""
+    for key in [k for k in before if k not in after]:
+        del table[key]
+    for key, value in after.items():
+        if key not in before:
+            table[key] = _item(value)
+        elif before[key] == value:
+            continue
+        elif isinstance(value, dict) and isinstance(before[key], dict):
+            _apply(table[key], before[key], value, path)
+        elif _tables(value) and _tables(before[key]):
+            _apply_array(table[key], before[key], value, path)
+        else:
+            table[key] = value
+
+
+def _tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _apply_array(
+    array: Any, before: list[dict[str, Any]], after: list[dict[str, Any]], path: Path
+) -> None:
+    """An array of tables ([[workers]]): tables removed, changed in place, or added at its
+    end, each as the edit commands make them; anything else is refused (edited_text)."""
+    if len(before) == len(after):
+        for i, (old, new) in enumerate(zip(before, after, strict=True)):
+            if old != new:
+                _apply(array[i], old, new, path)
+        return
+    kept = [i for i, table in enumerate(before) if table in after]
+    for i in reversed(range(len(before))):
+        if i not in kept:
+            del array[i]
+    for table in after[len(kept) :]:
+        array.append(_table(table))
+
+
+def _table(value: dict[str, Any]) -> Any:
+    """A new table of an array, set off from what follows by a blank line, as people write."""
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, item in value.items():
+        table[key] = item
+    table.add(tomlkit.nl())
+    return table
+
+
+def _item(value: Any) -> Any:
+    import tomlkit
+
+    if _tables(value):
+        array = tomlkit.aot()
+        for table in value:
+            array.append(_table(table))
+        return array
+    return value
