@@ -2,7 +2,7 @@
 mode and reaches into llama-cpp-python's batch and context (it has no public call for a
 causal LM's per-token states).
 
-Two readers use it: the trained head's features (train/features.py: the last token's state of
+Two readers use it: the trained head's features (policy/features.py: the last token's state of
 a chat prompt, decoding only what the context does not already hold) and `knn-router`'s
 question embeddings (evals/knn.py: every token's state, averaged, many questions a decode).
 The model's own pooling (none) is kept, so every token's state is readable: llama.cpp's MEAN

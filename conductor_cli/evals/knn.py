@@ -79,7 +79,7 @@ def question_text(problem: Problem) -> str:
 
 def embed(model: Path, texts: Sequence[str], *, n_threads: int = 0) -> np.ndarray:
     """One L2-normalized, mean-pooled final hidden state per text (rows, float64), read as
-    train/features.py reads the planning prompt's (backends/hidden_states.py)."""
+    policy/features.py reads the planning prompt's (backends/hidden_states.py)."""
     from conductor_cli.backends.hidden_states import HiddenStates
 
     states = HiddenStates(model, n_ctx=EMBED_TOKENS, n_batch=EMBED_TOKENS, n_threads=n_threads)

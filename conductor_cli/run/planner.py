@@ -204,7 +204,7 @@ def one_step_fallback(pool: Sequence[WorkerInfo], error: WorkflowError) -> Workf
 
 class ShapeChooser(Protocol):
     """A trained part that decides the workflow's shape (workers, what each step sees) from the
-    planning prompt; the conductor then writes only the tasks (see train/chooser.py)."""
+    planning prompt; the conductor then writes only the tasks (see policy/chooser.py)."""
 
     # Lines said with every answer it plans: what its training never measured of this pool.
     notes: tuple[str, ...]
