@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,9 @@ class WorkerProbe:
 PROBE = Request(({"role": "user", "content": "Reply with the word OK."},), 8, 0.0, 0)
 # A tool reads no English: the python tool runs a task that is itself a program.
 TOOL_PROBE = Request(({"role": "user", "content": "print('OK')"},), 8, 0.0, 0)
+
+
+_HELLO = ({"role": "user", "content": "Hello"},)
 
 
 class Runtime:
@@ -217,6 +220,33 @@ class Runtime:
             # the conductor loads and plans, not in front of the first remote step.
             self.litellm.start()
         return pool
+
+    def warm(self, config: Config | None = None) -> None:
+        """Load what the config's first run uses, in the order it uses them: the conductor,
+        its trained head's features, each local worker; litellm's helper starts where the
+        pool has remote workers. A server calls it as it starts, so that its first run is as
+        fast as its second; what fails here is left for that run to report."""
+        config = config or self.config
+        if missing_catalog_models(config, self.catalog, conductor_base(config)):
+            return  # never a download behind the user's back: the first run pulls, with progress
+        loads: list[Callable[[], object]] = [
+            lambda: self.raw_conductor(config),
+            lambda: self.chooser(config),
+        ]
+        loads.append(lambda: self.raw_pool(config))
+        for load in loads:
+            try:
+                found = load()
+            except Exception:  # the run that needs it says what is wrong, in its own words
+                continue
+            backends = found.workers if isinstance(found, Pool) else [found]
+            for backend in backends:
+                backend = getattr(backend, "backend", backend)
+                if isinstance(backend, LlamaCppBackend):
+                    with suppress(Exception):
+                        backend.load()
+                        # One token: llama.cpp sizes its buffers at a model's first decode.
+                        backend.complete(Request(_HELLO, max_tokens=1, temperature=0, seed=0))
 
     def pool(self, scope: RunScope, config: Config | None = None) -> Pool:
         """The pool for one run: each worker behind the cache, the budget and the counter."""

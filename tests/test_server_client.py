@@ -302,3 +302,18 @@ def test_a_server_killed_mid_run_leaves_the_run_to_the_cli(tmp_path: Path) -> No
         assert len(fake.requests) == 2
     finally:
         fake.close()
+
+
+def test_a_detached_server_is_warm_when_it_says_it_is_ready(config: Path) -> None:
+    """Issue 59: `serve --detach` returns once the config's models are loaded and a rehearsal
+    run has saved the planning prompt's state, so the first run pays for neither."""
+    done = run_cli("--config", str(config), "serve", "--detach")
+    assert done.returncode == 0, done.stderr
+    try:
+        now = status(config)
+        assert now["warm"] == "ready", now
+        assert any("SmolLM2" in m for m in now["models_loaded"]), now
+        assert now["runs_served"] == 0  # the rehearsal is no run of anyone's
+        assert not traces()
+    finally:
+        run_cli("--config", str(config), "serve", "--stop")

@@ -106,19 +106,33 @@ class LiteLLMProcess:
                     proc.stdin.flush()
                 except OSError:
                     ended = _gone(proc.poll())
+        answered = False
         try:
             if ended is not None:
+                answered = True
                 return ended
             while True:
                 message = waiting.get(box)
                 if "text" in message:
                     if on_text is not None:
-                        on_text(message["text"])
+                        on_text(message["text"])  # raises where the run was cancelled
                     continue
+                answered = True
                 return message
         finally:
             with self._lock:
                 self._pending.pop(rid, None)
+                if not answered:  # abandoned mid-stream: the child closes the connection
+                    self._send({"op": "cancel", "id": rid})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        """One line to the child, under the lock; a child already gone is no error here."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or self._ended is not None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
 
     def rates(self, model: str) -> list[float] | None:
         """litellm's USD per input and per output token for `model`, or None if unknown."""

@@ -8,6 +8,8 @@ Protocol: one JSON object per line. Requests on stdin:
   {"id": 1, "op": "complete", "model", "messages", "max_tokens", "temperature", "seed",
    "timeout", "api_base", "api_key_env", "stream", and an agent's "tools", "tool_choice"}
   {"id": 2, "op": "rates", "model"}
+  {"id": 1, "op": "cancel"}: the caller left request 1; its stream is closed at the next piece
+  (the connection with it, so that the server stops generating) and its reply dropped
 Replies on stdout: {"id", "text"} pieces while streaming, then {"id", "done": {...}} (with
 "tool_calls": [{"id", "name", "arguments"}] when the model called the agent's tools) or
 {"id", "error": {"message", "retryable"}}; {"id", "rates": [in, out] | null} (USD per token).
@@ -17,6 +19,7 @@ The process ignores Ctrl-C (the parent handles it) and exits when its stdin clos
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -77,7 +80,16 @@ def _usage(obj: Any) -> tuple[int, int]:
     )
 
 
-def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]) -> dict:
+class Cancelled(Exception):
+    pass
+
+
+def complete(
+    litellm: Any,
+    req: dict[str, Any],
+    send_text: Callable[[str], None],
+    cancelled: Callable[[], bool] = lambda: False,
+) -> dict:
     kwargs: dict[str, Any] = {}
     if req.get("api_base"):
         kwargs["api_base"] = req["api_base"]
@@ -119,6 +131,9 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
     finish = "stop"
     tokens_in = tokens_out = 0
     for chunk in response:
+        if cancelled():
+            _close(response)
+            raise Cancelled("the caller left")
         if getattr(chunk, "usage", None):
             tokens_in, tokens_out = _usage(chunk)
         if not chunk.choices:
@@ -146,6 +161,17 @@ def complete(litellm: Any, req: dict[str, Any], send_text: Callable[[str], None]
         "finish_reason": finish,
         "tool_calls": [calls[i] for i in sorted(calls)],
     }
+
+
+def _close(response: Any) -> None:
+    """Close a stream's HTTP response (litellm wraps the provider's stream), so that the
+    server sees the connection end and stops generating."""
+    for stream in (getattr(response, "completion_stream", None), response):
+        close = getattr(stream, "close", None)
+        if callable(close):
+            with contextlib.suppress(Exception):
+                close()
+            return
 
 
 def _call(call: Any) -> dict[str, str]:
@@ -193,13 +219,14 @@ class _Writer:
             self._out.flush()
 
 
-def serve(litellm: Any, req: dict[str, Any], writer: _Writer) -> None:
+def serve(litellm: Any, req: dict[str, Any], writer: _Writer, cancelled: set[Any]) -> None:
     rid = req.get("id")
     try:
         if req.get("op") == "rates":
             writer.send({"id": rid, "rates": rates(litellm, req["model"])})
             return
-        done = complete(litellm, req, lambda piece: writer.send({"id": rid, "text": piece}))
+        send = lambda piece: writer.send({"id": rid, "text": piece})  # noqa: E731
+        done = complete(litellm, req, send, lambda: rid in cancelled)
         writer.send({"id": rid, "done": done})
     except Exception as e:  # litellm raises many types; all mean "this call failed"
         writer.send({"id": rid, "error": {"message": short_error(e), "retryable": is_retryable(e)}})
@@ -217,12 +244,17 @@ def main() -> None:
         writer.send({"id": None, "error": {"message": f"import litellm: {e}", "retryable": False}})
         return
     writer.send({"id": None, "ready": True})
+    cancelled: set[Any] = set()  # ids whose caller left; read by their threads
     for line in sys.stdin.buffer:
         try:
             req = json.loads(line)
         except ValueError:
             continue
-        threading.Thread(target=serve, args=(litellm, req, writer), daemon=True).start()
+        if req.get("op") == "cancel":
+            cancelled.add(req.get("id"))
+            continue
+        args = (litellm, req, writer, cancelled)
+        threading.Thread(target=serve, args=args, daemon=True).start()
     os._exit(0)  # the parent is gone: do not wait for calls nobody will read
 
 

@@ -241,6 +241,10 @@ class LlamaCppBackend:
     def supports_grammar(self) -> bool:
         return True
 
+    def load(self) -> None:
+        """Load the model now (a server warming up), not at its first call."""
+        self._models.get(self.path, self.adapter)
+
     @property
     def supports_tools(self) -> bool:
         """Whether its chat template writes tool calls (Qwen2.5's <tool_call> format): asked
@@ -274,10 +278,16 @@ class LlamaCppBackend:
                     temperature=request.temperature,
                     seed=request.seed,
                     repeat_penalty=request.repeat_penalty,
+                    stream=on_text is not None,
                 )
+                if on_text is None:
+                    done = _from_response(out)
+                else:
+                    # Streamed only so that a cancelled run stops between tokens: each piece
+                    # is shown as nothing (a call's markup must not reach the client).
+                    done = _from_stream(loaded.llama, out, lambda piece: on_text(""))
             except ValueError as e:
                 raise WorkerError(f"{self.path.name}: {e}") from None
-        done = _from_response(out)
         parsed = parse_tool_calls(done.text, offered)
         if on_text is not None and parsed.text:
             on_text(parsed.text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -129,10 +129,28 @@ def _detach(
             f"{info.pid}, started by server.auto); `conductor serve --stop` stops it, then "
             "`conductor serve --detach` starts one on TCP too"
         )
+    _await_warm(info)
     sys.stderr.write(
         f"conductor: serving {info.url}/v1 in the background (pid {info.pid}); it exits after "
         f"{cfg.server.idle_timeout_s:g} s idle. `conductor serve --stop` stops it\n"
     )
+
+
+def _await_warm(info: Any, timeout_s: float = 600.0) -> None:
+    """Until the server has loaded what its first run uses (`serve --detach` returns ready)."""
+    import time
+
+    from conductor_cli.server import client
+
+    endpoint = client.Endpoint(socket=Path(info.socket))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if client.status(endpoint).get("warm", "ready") == "ready":
+                return
+        except client.ServerGone:
+            return  # the next command says what became of it
+        time.sleep(0.1)
 
 
 def _stop(path: Path | None) -> None:

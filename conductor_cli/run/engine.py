@@ -306,12 +306,16 @@ class Engine:
 
         def on_text(piece: str) -> None:
             self._check_cancel()  # a cancelled run stops generating at the next token
-            emit(StepToken(i, piece))
+            if self.stream and piece:
+                emit(StepToken(i, piece))
 
+        # A run that can be cancelled (a server's, whose client may leave) streams every step,
+        # shown or not: a generation is abandoned between two tokens, not at max_tokens.
+        sink = on_text if self.stream or self.cancel is not None else None
         tries = worker.config.retries + 1
         for attempt in range(1, tries + 1):
             try:
-                return worker.backend.complete(request, on_text if self.stream else None)
+                return worker.backend.complete(request, sink)
             except WorkerError as e:
                 if not e.retryable or attempt == tries:
                     raise

@@ -106,6 +106,9 @@ def serve(
         for listener in listeners:
             threading.Thread(target=listener.serve_forever, daemon=True).start()
             running.append(listener)
+        # The first run after a start as fast as the second (issue 59): a server started by
+        # hand is ready when it says so; a background one says so at once and loads behind.
+        app.warm(wait=not idle_exit)
         on_ready(app.urls.get("tcp") or app.urls["socket"])
         _wait(app)
     finally:

@@ -18,6 +18,29 @@ from conductor_cli.runtime import Runtime
 from conductor_cli.server.tool_loops import ToolLoops
 from conductor_cli.storage import paths
 
+# What a server asks itself once it has loaded its models: the planning prompt's state saved
+# and the trained head's features read once, so the first real run pays for neither.
+REHEARSAL = "What is 2 + 2?"
+
+
+def _rehearse(config: Config, runtime: Runtime) -> None:
+    """One run nobody sees (no cache, no trace, not counted), where the models are local
+    and loaded; what fails here fails again, said, in a real run."""
+    from conductor_cli.api import RunOptions, TraceOptions, execute
+    from conductor_cli.run.pool import missing_catalog_models, uses_litellm
+    from conductor_cli.storage import CacheMode
+
+    if uses_litellm(config) or missing_catalog_models(config, runtime.catalog):
+        return  # a remote call costs money; a missing model is the first run's to pull
+    with contextlib.suppress(Exception):
+        execute(
+            REHEARSAL,
+            config=config,
+            options=RunOptions(cache_mode=CacheMode.OFF),
+            trace=TraceOptions(enabled=False),
+            runtime=runtime,
+        )
+
 
 def runtime_key(config: Config) -> tuple[Any, ...]:
     """The settings a Runtime is built with: a change to one of these needs a new Runtime;
@@ -91,6 +114,7 @@ class ServerApp:
         self._users: dict[int, int] = {}  # id(runtime) -> runs using it
         self._retired: list[Runtime] = []
         self._cancels: set[threading.Event] = set()
+        self.warmed = threading.Event()  # the config's models loaded (warm())
         self._last = time.monotonic()
         self.tool_loops = ToolLoops()  # agents: which worker called each tool
 
@@ -145,6 +169,24 @@ class ServerApp:
             for old in idle:
                 old.close()
 
+    def warm(self, wait: bool = False) -> None:
+        """Load what the config's first run uses (Runtime.warm): `wait`, before returning;
+        else in a thread of its own, where a request that comes first waits only for the
+        models it needs. `status()["warm"]` says when it is done."""
+        runtime, config = self._runtime, self._config
+
+        def load() -> None:
+            try:
+                runtime.warm(config)
+                _rehearse(config, runtime)
+            finally:
+                self.warmed.set()
+
+        if wait:
+            load()
+        else:
+            threading.Thread(target=load, daemon=True, name="warm").start()
+
     def status(self) -> dict[str, Any]:
         with self._lock:
             runtime = self._runtime
@@ -159,6 +201,7 @@ class ServerApp:
             "config": str(self.watch.path) if self.watch else None,
             "config_reloads": self.reloads,
             "models_loaded": runtime.models.loaded(),
+            "warm": "ready" if self.warmed.is_set() else "loading",
             "litellm_helper": runtime.litellm.started,
             "idle_timeout_s": self.idle_timeout_s,
             "listening": dict(self.urls),
