@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,23 +53,22 @@ def cpu_seconds(pid: int) -> float:
 
 
 def wait_generating(pid: int, timeout: float = 120.0) -> None:
-    """Until the server has spent over a second of CPU in each of three 2-second windows in a
-    row: past loading and planning (seconds at most, and loaded before the run anyway), the
-    writer is generating."""
+    """Until the server has spent over half a second of CPU in each of four 1-second windows
+    in a row: past planning (the models are loaded before the run), the writer generates."""
     deadline = time.monotonic() + timeout
     busy = 0
     while time.monotonic() < deadline:
         before = cpu_seconds(pid)
-        time.sleep(2.0)
-        busy = busy + 1 if cpu_seconds(pid) - before > 1.0 else 0
-        if busy == 3:
+        time.sleep(1.0)
+        busy = busy + 1 if cpu_seconds(pid) - before > 0.5 else 0
+        if busy == 4:
             return
-    raise AssertionError("the server never generated for 6 s")
+    raise AssertionError("the server never generated for 4 s")
 
 
 def idle_after(pid: int) -> float:
-    """CPU seconds the server spends in 2 s, measured from 2 s after the run was ended."""
-    time.sleep(2.0)
+    """CPU seconds the server spends in 2 s, measured from 1 s after the run was ended."""
+    time.sleep(1.0)
     before = cpu_seconds(pid)
     time.sleep(2.0)
     return cpu_seconds(pid) - before
@@ -114,6 +117,33 @@ def _post(url: str, path: str, body: dict[str, object]) -> socket.socket:
     return conn
 
 
+@pytest.fixture(scope="module")
+def http_server(
+    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, coder_pulled: Path
+) -> Iterator[tuple[str, int]]:
+    """One background server for the API tests (their runs end one at a time, and each is
+    measured idle first): its own home and runtime folder, as conftest gives each test."""
+    home = tmp_path_factory.mktemp("cancel-home")
+    config = home / "c.toml"
+    config.write_text(CONFIG, encoding="utf-8")
+    env = {**os.environ, "CONDUCTOR_MODELS_DIR": str(models_dir), "CONDUCTOR_SERVER_AUTO": "0"}
+    for name in ("CONDUCTOR_CONFIG", "CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR"):
+        env.pop(name, None)
+    for name in ("CONFIG", "DATA", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(home / name.lower())
+    env["CONDUCTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="cr-", dir="/tmp")
+    command = [sys.executable, "-m", "conductor_cli", "--config", str(config), "serve"]
+    started = subprocess.run([*command, "--detach"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    shown = subprocess.run([*command, "--status", "--json"], env=env, capture_output=True)
+    status = json.loads(shown.stdout)
+    try:
+        yield status["listening"]["tcp"], status["pid"]
+    finally:
+        subprocess.run([*command, "--stop"], env=env, capture_output=True)
+        shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
+
+
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize(
     ("path", "body"),
@@ -125,12 +155,11 @@ def _post(url: str, path: str, body: dict[str, object]) -> socket.socket:
     ids=["chat", "responses", "messages"],
 )
 def test_a_hung_up_http_client_stops_the_generation(
-    server: tuple[Path, int], path: str, body: dict[str, object], stream: bool
+    http_server: tuple[str, int], path: str, body: dict[str, object], stream: bool
 ) -> None:
-    config, pid = server
-    info = local.read_info(local.files_for(config))
-    assert info is not None and info.url
-    conn = _post(info.url, path, {"model": "conductor", "stream": stream, **body})
+    url, pid = http_server
+    assert idle_after(pid) < 0.4  # nothing left running from the test before
+    conn = _post(url, path, {"model": "conductor", "stream": stream, **body})
     try:
         wait_generating(pid)
     finally:
