@@ -221,19 +221,21 @@ class Runtime:
             self.litellm.start()
         return pool
 
-    def warm(self, config: Config | None = None) -> None:
+    def warm(self, config: Config | None = None) -> bool:
         """Load what the config's first run uses, in the order it uses them: the conductor,
         its trained head's features, each local worker; litellm's helper starts where the
         pool has remote workers. A server calls it as it starts, so that its first run is as
-        fast as its second; what fails here is left for that run to report."""
+        fast as its second; what fails here is left for that run to report. False where a
+        model is not downloaded yet: nothing is loaded (the first run pulls it, with
+        progress, never a download behind the user's back)."""
         config = config or self.config
         if missing_catalog_models(config, self.catalog, conductor_base(config)):
-            return  # never a download behind the user's back: the first run pulls, with progress
+            return False
         loads: list[Callable[[], object]] = [
             lambda: self.raw_conductor(config),
             lambda: self.chooser(config),
+            lambda: self.raw_pool(config),
         ]
-        loads.append(lambda: self.raw_pool(config))
         for load in loads:
             try:
                 found = load()
@@ -247,6 +249,7 @@ class Runtime:
                         backend.load()
                         # One token: llama.cpp sizes its buffers at a model's first decode.
                         backend.complete(Request(_HELLO, max_tokens=1, temperature=0, seed=0))
+        return True
 
     def pool(self, scope: RunScope, config: Config | None = None) -> Pool:
         """The pool for one run: each worker behind the cache, the budget and the counter."""

