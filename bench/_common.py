@@ -45,7 +45,7 @@ SMOLLM2_ALONE = (
 def isolated_env(root: Path, config: str | None = SMOLLM2_ALONE) -> dict[str, str]:
     """Fresh config, cache and data dirs under `root`; the user's models dir (no re-download).
     `config` None: no config file, the embedded default (the trained team since issue 41)."""
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     env = dict(os.environ)
     env["CONDUCTOR_MODELS_DIR"] = str(paths.models_dir())

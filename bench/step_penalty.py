@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--penalties", default="0,2,4,8")
     args = parser.parse_args()
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     os.environ["CONDUCTOR_MODELS_DIR"] = str(paths.models_dir())
     root = temp_root()

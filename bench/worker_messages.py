@@ -165,7 +165,7 @@ def main() -> None:
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     root = temp_root()
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     os.environ["CONDUCTOR_MODELS_DIR"] = str(paths.models_dir())  # the user's, no re-download
     os.environ["CONDUCTOR_CACHE_DIR"] = str(root / "cache")

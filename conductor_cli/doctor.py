@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from conductor_cli import __version__
+from conductor_cli.disk import paths
 from conductor_cli.errors import ConductorError
-from conductor_cli.storage import paths
 
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config

@@ -21,6 +21,7 @@ from conductor_cli.backends.litellm import LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.config.settings import Config, WorkerConfig
+from conductor_cli.disk import paths
 from conductor_cli.errors import ConductorError
 from conductor_cli.models.catalog import Catalog, load_catalog
 from conductor_cli.policy.conductor import conductor_backend, conductor_base
@@ -33,7 +34,6 @@ from conductor_cli.run.pool import (
     missing_catalog_models,
     uses_litellm,
 )
-from conductor_cli.storage import paths
 from conductor_cli.storage.cache import CachedBackend, CacheMode, CallCounter, ResponseCache
 
 Lookup = Callable[[str], list[float] | None]

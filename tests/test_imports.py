@@ -106,10 +106,11 @@ def test_the_catalog_knows_nothing_of_downloading() -> None:
 # The package's own __init__ ("") hands its public names on lazily (by name, not by import) and
 # holds the version: it sits at the bottom.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("", "errors", "exports", "waiting", "wire", "storage.paths", "sandbox"),
+    ("", "errors", "exports", "waiting", "wire", "disk", "problems", "sandbox"),
     ("models.spec",),
     ("config",),
     ("models",),
+    ("public",),
     ("backends",),
     ("tools",),
     ("run",),
@@ -119,7 +120,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("api",),
     ("replay", "doctor"),
-    ("evals", "public", "server"),
+    ("evals", "server"),
     ("train",),
     ("mcp_server",),
     ("cli", "__main__"),

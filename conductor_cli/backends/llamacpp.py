@@ -202,7 +202,7 @@ def _log_native_crashes() -> None:
         return
     log = repack_check.crash_log()
     try:
-        from conductor_cli.storage import paths
+        from conductor_cli.disk import paths
 
         paths.private_dir(log.parent)
         faulthandler.enable(file=open(log, "a", encoding="utf-8"))  # noqa: SIM115 (kept open)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from conductor_cli.storage import paths
+from conductor_cli.disk import paths
 
 MAGIC = b"conductor-kv-state\n"
 FORMAT_VERSION = 1

@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import ModelError
-from conductor_cli.storage import paths
 
 # Fault injection for the tests: a command that stands in for this module's child.
 PROBE_ENV = "CONDUCTOR_REPACK_PROBE"

@@ -27,7 +27,7 @@ def _runtime(ctx: typer.Context, config: Path | None) -> Runtime:
 @handle_errors
 def path() -> None:
     """Print the cache directory."""
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     typer.echo(str(paths.cache_dir() / "responses"))
 

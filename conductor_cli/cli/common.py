@@ -120,7 +120,7 @@ def storage_problem(error: BaseException) -> str | None:
     import errno
     import sqlite3
 
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     if isinstance(error, OSError) and error.errno in (
         errno.ENOSPC,
@@ -167,6 +167,6 @@ def config_path(ctx: typer.Context, option: Path | None) -> Path | None:
 
 def config_target(ctx: typer.Context, option: Path | None) -> Path:
     """The file a command edits: --config, else $CONDUCTOR_CONFIG or the platform location."""
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     return config_path(ctx, option) or paths.config_file()

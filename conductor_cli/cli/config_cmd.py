@@ -57,7 +57,8 @@ def init(
 ) -> None:
     """Write a commented starter file: the defaults, and examples for OpenAI, Anthropic, a
     local server, Ollama and a bigger GGUF, ready to uncomment."""
-    from conductor_cli.config import PRESETS, atomic_write, starter_config
+    from conductor_cli.config import PRESETS, starter_config
+    from conductor_cli.disk.atomic import atomic_write
     from conductor_cli.errors import ConfigError
 
     if preset not in PRESETS:
@@ -118,7 +119,8 @@ def edit(ctx: typer.Context, config: ConfigOption = None) -> None:
     import subprocess
     import sys
 
-    from conductor_cli.config import atomic_write, load_config
+    from conductor_cli.config import load_config
+    from conductor_cli.disk.atomic import atomic_write
     from conductor_cli.errors import ConfigError
 
     target = config_target(ctx, config)

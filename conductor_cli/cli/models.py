@@ -75,7 +75,7 @@ def list_models(
         table.add_row(t["name"], "trained", t["method"], "", "yes", t["description"])
     console = Console()
     console.print(table)
-    from conductor_cli.storage import paths
+    from conductor_cli.disk import paths
 
     console.print(f"models live in {paths.models_dir()}", highlight=False, soft_wrap=True)
 

@@ -23,11 +23,11 @@ from conductor_cli.config.settings import (
     NESTED_RETIRED,
     Config,
     _did_you_mean,
-    atomic_write,
     config_from_dict,
     config_to_dict,
     load_config,
 )
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConfigError
 
 _TYPES = {"conductor": _CONDUCTOR_TYPES, "cache": _CACHE_TYPES, "server": _SERVER_TYPES}

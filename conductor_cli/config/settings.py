@@ -5,15 +5,15 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tempfile
 import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConfigError
 from conductor_cli.models.spec import TOOLS, ModelSpec
-from conductor_cli.storage import paths
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
@@ -610,22 +610,6 @@ def config_to_dict(config: Config) -> dict[str, Any]:
             for s in config.mcp_servers
         }
     return out
-
-
-def atomic_write(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write via a temp file in the same directory and rename, so a crash leaves the old file."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_config(config: Config, path: Path) -> None:

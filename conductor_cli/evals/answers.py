@@ -12,10 +12,9 @@ import textwrap
 import unicodedata
 from collections.abc import Sequence
 
-from conductor_cli.evals.records import Problem
+from conductor_cli.problems import LETTERS, Problem
 from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 QA_SCORERS = ("exact", "numeric", "contains", "answered", "alias")
 RELATIVE_TOLERANCE = 1e-6
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from conductor_cli.errors import InputError
 from conductor_cli.evals.answers import LETTERS, QA_SCORERS, extract_number
-from conductor_cli.evals.instructions import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
 from conductor_cli.evals.records import Problem
+from conductor_cli.problems import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
 
 MIN_CHOICES = 2
 MAX_CHOICES = len(LETTERS)

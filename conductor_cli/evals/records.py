@@ -1,24 +1,14 @@
-"""The two records an evaluation passes around: a problem to answer and one strategy's result."""
+"""The two records an evaluation passes around: a problem to answer (conductor_cli/problems.py,
+where public sets build them too) and one strategy's result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from conductor_cli.problems import Problem
 
-@dataclass(frozen=True)
-class Problem:
-    id: str  # "HumanEval/0", the JSONL "id" field, else "<file stem>:<line no>"
-    kind: str  # "code" | "mcq" | "qa"
-    question: str  # the full text a model is asked
-    answer: str  # mcq: the letter; qa: the reference; code: the canonical solution (may be "")
-    category: str | None = None
-    choices: tuple[str, ...] = ()
-    scorer: str = ""  # qa: "exact" | "numeric" | "contains"; mcq: "choice"; code: "tests"
-    prompt: str = ""  # code: the HumanEval prompt (signature and docstring)
-    test: str = ""  # code: the HumanEval test, which defines check(candidate)
-    entry_point: str = ""  # code: the function's name
-    aliases: tuple[str, ...] = ()  # qa "alias": every answer that counts (NQ, TriviaQA)
+__all__ = ["Problem", "Result"]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conductor_cli.config.settings import atomic_write
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.evals.records import Result
 
 if TYPE_CHECKING:

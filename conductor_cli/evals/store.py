@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Result
-from conductor_cli.storage import paths
 
 
 def evals_dir() -> Path:
@@ -38,7 +38,7 @@ class ResultStore:
         paths.private_dir(path.parent)
         meta_path = path.with_suffix(".meta.json")
         if not meta_path.exists():
-            from conductor_cli.config.settings import atomic_write
+            from conductor_cli.disk.atomic import atomic_write
 
             atomic_write(meta_path, json.dumps(meta, indent=1, ensure_ascii=False).encode())
         if path.exists():

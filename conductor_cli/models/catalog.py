@@ -13,8 +13,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import ModelError
-from conductor_cli.storage import paths
 
 GGUF_MAGIC = b"GGUF"
 
@@ -163,7 +163,7 @@ class ResolvedModel:
 
 def file_sha256(path: Path) -> str:
     """Hash a model file, remembering the result by path, size and mtime (big files are slow)."""
-    from conductor_cli.config.settings import atomic_write
+    from conductor_cli.disk.atomic import atomic_write
 
     stat = path.stat()
     memo_file = paths.cache_dir() / "fingerprints.json"

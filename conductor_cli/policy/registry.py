@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import InputError, ModelError
-from conductor_cli.storage import paths
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RECORD = "record.json"

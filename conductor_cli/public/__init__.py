@@ -11,7 +11,7 @@ lists them. The package is fetched on first use (public/fetch.py) and read offli
 from __future__ import annotations
 
 from conductor_cli.errors import InputError
-from conductor_cli.evals.records import Problem
+from conductor_cli.problems import Problem
 
 SPLITS = ("test", "train")
 

@@ -21,9 +21,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import InputError
 from conductor_cli.models.pip_download import pip_download
-from conductor_cli.storage import paths
 
 FILES_ENV = "CONDUCTOR_PUBLIC_FILES"
 

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.errors import InputError
-from conductor_cli.evals.answers import LETTERS
-from conductor_cli.evals.instructions import MCQ_INSTRUCTION, QA_INSTRUCTION
-from conductor_cli.evals.records import Problem
+from conductor_cli.problems import LETTERS, MCQ_INSTRUCTION, QA_INSTRUCTION, Problem
 
 # ARC's, OpenBookQA's and CommonsenseQA's `query`: "Question: ...\n A. text\n B. text\nAnswer:"
 _CHOICE_LINE = re.compile(r"^ ([A-Z])\. (.*)$")

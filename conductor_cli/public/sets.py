@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from conductor_cli.evals.records import Problem
+from conductor_cli.problems import Problem
 from conductor_cli.public import readers
 from conductor_cli.public.fetch import Package
 

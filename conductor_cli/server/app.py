@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.config.settings import Config, load_config
+from conductor_cli.disk import paths
 from conductor_cli.runtime import Runtime
 from conductor_cli.server.tool_loops import ToolLoops
-from conductor_cli.storage import paths
 
 # What a server asks itself once it has loaded its models: the planning prompt's state saved
 # and the trained head's features read once, so the first real run pays for neither.

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from conductor_cli.config.env_refs import mcp_server_vars
+from conductor_cli.disk import paths
 from conductor_cli.errors import InputError
-from conductor_cli.storage import paths
 
 # The environment that decides where a server writes: part of which server a CLI may use.
 _PLACE_VARS = ("CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR", "CONDUCTOR_MODELS_DIR")

@@ -1,4 +1,4 @@
-"""What a run leaves on disk: paths, the response cache, traces."""
+"""What a run leaves on disk: the response cache and traces (where they live: disk/paths)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ _EXPORTS = {
     "resolve_trace_path": "trace",
     "traces_dir": "trace",
 }
-__all__ = ["CacheMode", "list_traces", "load_trace", "paths", "resolve_trace_path", "traces_dir"]
+__all__ = ["CacheMode", "list_traces", "load_trace", "resolve_trace_path", "traces_dir"]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from conductor_cli.backends.base import (
     message_text,
 )
 from conductor_cli.backends.tool_calls import PARSE_VERSION
+from conductor_cli.disk import paths
 from conductor_cli.run.budget import Budget, Pricing
-from conductor_cli.storage import paths
 
 KEY_VERSION = 1
 

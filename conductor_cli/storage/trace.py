@@ -17,7 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.config.settings import Config, atomic_write
+from conductor_cli.config.settings import Config
+from conductor_cli.disk import paths
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import TraceError
 from conductor_cli.run.events import (
     RunFailed,
@@ -29,7 +31,6 @@ from conductor_cli.run.events import (
 )
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.state import RunState, StepState
-from conductor_cli.storage import paths
 
 VERSION = 1
 REDACTED = "[REDACTED]"

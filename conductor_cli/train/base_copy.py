@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.storage import paths
+from conductor_cli.disk import paths
 
 
 def copies_dir() -> Path:

@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError
-from conductor_cli.storage import paths
 
 # Set in each launched process: it trains its share and does not launch again; the value is
 # the folder where a failing process leaves its exit code (status-RANK).

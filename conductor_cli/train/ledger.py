@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from conductor_cli.config.settings import atomic_write
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import BudgetError
 from conductor_cli.run.budget import Budget
 from conductor_cli.train.spend import SPENT

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from conductor_cli.config.settings import Config
+from conductor_cli.disk import paths
 from conductor_cli.errors import InputError, WorkflowError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
@@ -40,7 +41,6 @@ from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import Shape, enumerate_shapes, shape_grammar
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, worker_infos
-from conductor_cli.storage import paths
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.examples import Encoder, Example

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
 from conductor_cli.evals.records import Problem
 from conductor_cli.policy import words
 from conductor_cli.policy.shapes import Shape
-from conductor_cli.storage import paths
 from conductor_cli.train.reward import reward
 
 STORE = "measured.jsonl"

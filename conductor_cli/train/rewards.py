@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conductor_cli.disk import paths
 from conductor_cli.errors import BudgetError
 from conductor_cli.evals.records import Problem
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.run.budget import Budget
-from conductor_cli.storage import paths
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.measured import (
     Key,

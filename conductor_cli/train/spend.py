@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.config.settings import Config, atomic_write
+from conductor_cli.config.settings import Config
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Problem
 from conductor_cli.policy.shapes import Shape, single_index

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.config.settings import Config
+from conductor_cli.disk import paths
 from conductor_cli.errors import BudgetError, InputError
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
@@ -37,7 +38,6 @@ from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import enumerate_shapes
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL
-from conductor_cli.storage import paths
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.checkpoint import read_checkpoint
 from conductor_cli.train.examples import Encoder

@@ -11,10 +11,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from conductor_cli.config.settings import atomic_write
+from conductor_cli.disk import paths
+from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.policy import registry
-from conductor_cli.storage import paths
 from conductor_cli.train.session import TrainOptions
 
 SPLIT = "split.json"

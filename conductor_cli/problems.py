@@ -1,0 +1,32 @@
+"""A problem with a known answer, as evaluation and training read it, and the words its
+question ends with, so that its answer can be read out of a reply: the record that a user's
+files (evals/datasets.py) and public sets (conductor_cli.public) both build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CODE_INSTRUCTION = (
+    "Complete the following Python function. "
+    "Reply with the whole function in one ```python code block.\n\n"
+)
+MCQ_INSTRUCTION = "Answer with the letter of the correct choice."
+# Exact and numeric scoring read the text after the last "Answer:"; asking for that line
+# keeps a correct but chatty reply from being scored wrong.
+QA_INSTRUCTION = 'End your reply with a line "Answer: <your answer>".'
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"  # choice letters, in order
+
+
+@dataclass(frozen=True)
+class Problem:
+    id: str  # "HumanEval/0", the JSONL "id" field, else "<file stem>:<line no>"
+    kind: str  # "code" | "mcq" | "qa"
+    question: str  # the full text a model is asked
+    answer: str  # mcq: the letter; qa: the reference; code: the canonical solution (may be "")
+    category: str | None = None
+    choices: tuple[str, ...] = ()
+    scorer: str = ""  # qa: "exact" | "numeric" | "contains"; mcq: "choice"; code: "tests"
+    prompt: str = ""  # code: the HumanEval prompt (signature and docstring)
+    test: str = ""  # code: the HumanEval test, which defines check(candidate)
+    entry_point: str = ""  # code: the function's name
+    aliases: tuple[str, ...] = ()  # qa "alias": every answer that counts (NQ, TriviaQA)
