@@ -285,40 +285,57 @@ def _interrupted_note(out: str) -> Iterator[None]:
 
 
 def summary(record: dict[str, Any]) -> str:
+    """What a training did, a line a fact: rewards, spending, progress, rounds, held-out
+    scores, and how to use it."""
     if record.get("dry_run"):
         return f"dry run: no call made; without --dry-run this trains {record['name']}"
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
+    for part in (_reward_lines, _spend_lines, _progress_lines, _round_lines, _held_out_lines):
+        lines += part(record)
+    lines += _use_lines(record)
+    return "\n".join(lines)
+
+
+def _reward_lines(record: dict[str, Any]) -> list[str]:
+    """The head method's reward table: what was measured, reused, stopped or failed."""
     table = record.get("reward_table")
-    if table:
-        search = table.get("search", "all")
+    if not table:
+        return []
+    search = table.get("search", "all")
+    lines = [
+        f"  rewards ({search}): {table['workflow_runs']} workflow runs "
+        f"({table.get('measured_share', 1):.0%} of every shape on every question), "
+        f"{table['worker_calls']} new worker calls; best fixed shape "
+        f"{table['best_fixed_shape']} (reward {table['best_fixed_shape_reward']})"
+    ]
+    hyper = record.get("hyperparameters", {})
+    if hyper.get("policy") == "steps":
         lines.append(
-            f"  rewards ({search}): {table['workflow_runs']} workflow runs "
-            f"({table.get('measured_share', 1):.0%} of every shape on every question), "
-            f"{table['worker_calls']} new worker calls; best fixed shape "
-            f"{table['best_fixed_shape']} (reward {table['best_fixed_shape_reward']})"
+            f"  policy: step by step over {len(record.get('pool', []))} workers as vectors "
+            f"({hyper.get('weights')} weights; the shape head would score "
+            f"{hyper.get('shapes')} shapes)"
         )
-        hyper = record.get("hyperparameters", {})
-        if hyper.get("policy") == "steps":
-            lines.append(
-                f"  policy: step by step over {len(record.get('pool', []))} workers as vectors "
-                f"({hyper.get('weights')} weights; the shape head would score "
-                f"{hyper.get('shapes')} shapes)"
-            )
-        if table.get("reused_runs"):
-            lines.append(
-                f"  {table['reused_runs']} runs reused from earlier trainings (the same "
-                "questions and workers): not called again"
-            )
-        if table.get("budget_stopped"):
-            lines.append(
-                "  the budget ended the measuring before the search was done: trained on what "
-                "was measured (raise --max-calls/--max-cost and --resume to measure more)"
-            )
-        for worker in table.get("failed_workers", []):
-            lines.append(
-                f"  worker {worker} failed every call (its workflows scored as wrong): "
-                f"check it with `conductor workers test {worker}`"
-            )
+    if table.get("reused_runs"):
+        lines.append(
+            f"  {table['reused_runs']} runs reused from earlier trainings (the same "
+            "questions and workers): not called again"
+        )
+    if table.get("budget_stopped"):
+        lines.append(
+            "  the budget ended the measuring before the search was done: trained on what "
+            "was measured (raise --max-calls/--max-cost and --resume to measure more)"
+        )
+    for worker in table.get("failed_workers", []):
+        lines.append(
+            f"  worker {worker} failed every call (its workflows scored as wrong): "
+            f"check it with `conductor workers test {worker}`"
+        )
+    return lines
+
+
+def _spend_lines(record: dict[str, Any]) -> list[str]:
+    """Calls and dollars, against the limits given."""
+    lines = []
     if record.get("worker_calls") is not None:
         limits = record.get("limits") or {}
         limit = ""
@@ -332,6 +349,12 @@ def summary(record: dict[str, Any]) -> str:
         lines.append(
             f"  {cost['workflow_samples']} workflows sampled, {cost['worker_calls']} worker calls"
         )
+    return lines
+
+
+def _progress_lines(record: dict[str, Any]) -> list[str]:
+    """The LoRA methods: held-out accuracy along the way, and the export check."""
+    lines = []
     for entry in record.get("curve", []):
         held = entry.get("held_out")
         if held and ("iteration" in entry or "step" in entry):
@@ -348,22 +371,35 @@ def summary(record: dict[str, Any]) -> str:
             f"  export check: {export['identical']} of {export['prompts']} greedy continuations "
             "identical in llama.cpp and torch"
         )
+    return lines
+
+
+def _round_lines(record: dict[str, Any]) -> list[str]:
+    """The round head: what it keeps and corrects, and whether it beat always keeping."""
     rounds = record.get("round_table")
-    if rounds:
+    if not rounds:
+        return []
+    lines = [
+        f"  rounds: {rounds['situations']} first answers ({rounds['first_right']} right), "
+        f"{rounds['runs']} corrective runs; on them the round head keeps "
+        f"{_share(rounds['kept_share_first_right'])} of right and "
+        f"{_share(rounds['kept_share_first_wrong'])} of wrong first answers"
+    ]
+    cv = rounds.get("cross_validation")
+    if cv:
         lines.append(
-            f"  rounds: {rounds['situations']} first answers ({rounds['first_right']} right), "
-            f"{rounds['runs']} corrective runs; on them the round head keeps "
-            f"{_share(rounds['kept_share_first_right'])} of right and "
-            f"{_share(rounds['kept_share_first_wrong'])} of wrong first answers"
+            f"  round head cross-validated ({cv['folds']} folds): reward {cv['head_reward']} "
+            f"vs always keeping {cv['keep_reward']}: "
+            + ("the head decides" if cv["used"] == "head" else "it always keeps the answer")
         )
-        cv = rounds.get("cross_validation")
-        if cv:
-            lines.append(
-                f"  round head cross-validated ({cv['folds']} folds): reward {cv['head_reward']} "
-                f"vs always keeping {cv['keep_reward']}: "
-                + ("the head decides" if cv["used"] == "head" else "it always keeps the answer")
-            )
+    return lines
+
+
+def _held_out_lines(record: dict[str, Any]) -> list[str]:
+    """The untrained and the trained conductor on the held-out questions, or how to prove it
+    where none were held out."""
     labels = {"before": "untrained", "after": "trained"}
+    lines = []
     for e in record.get("evaluations", []):
         if e.get("when") not in labels:
             continue
@@ -379,14 +415,18 @@ def summary(record: dict[str, Any]) -> str:
             "  nothing held out (--holdout 0): prove it on a file of its own with "
             f"conductor eval ... --strategies conductor,conductor:{record['name']},knn-router"
         )
-    lines.append(f"  use it: conductor config set conductor.model {record['name']}")
+    return lines
+
+
+def _use_lines(record: dict[str, Any]) -> list[str]:
+    lines = [f"  use it: conductor config set conductor.model {record['name']}"]
     trained_rounds = record.get("hyperparameters", {}).get("rounds", 1)
     if trained_rounds > 1:
         lines.append(
             f"  and its rounds: conductor config set conductor.max_rounds {trained_rounds} "
             f"(or ask ... --rounds {trained_rounds})"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def _share(value: float | None) -> str:

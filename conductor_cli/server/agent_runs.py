@@ -93,7 +93,7 @@ def serve_turn(
     cannot serve and its plan are said in the log. Streamed when there is someone to stream to."""
     if request.agent is not None:
         note_tool_types(handler.app, request.tool_types, api)
-    with handler._watched() as cancel:
+    with handler.watched() as cancel:
         result = run_turn(
             handler.app,
             lambda config: config_for(config, request.model),

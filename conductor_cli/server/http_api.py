@@ -1,6 +1,7 @@
 """The listeners over one long-lived Runtime and their routes: OpenAI's chat completions and
-Responses API, Anthropic's Messages API (each in its own module), models, and the CLI's run
-stream (standard library server: the client side and start-up never import a web framework)."""
+Responses API, Anthropic's Messages API (each in its own module, listing its routes), models,
+status and the CLI's run stream (standard library server: the client side and start-up never
+import a web framework). Routes are looked up in one table (server/routes.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ from conductor_cli.server.openai_shapes import (
     error_body,
     models_list,
 )
+from conductor_cli.server.routes import SSE, Exchange, Route, table
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 
@@ -62,6 +64,7 @@ class _Listener:
     # of a burst of 64 clients before any could be answered, even with a 429; the kernel caps
     # this at net.core.somaxconn.
     request_queue_size = socket.SOMAXCONN
+    routes: dict[tuple[str, str], Route]
 
     def authorized(self, header: str | None) -> bool:
         if self.key is None:
@@ -98,6 +101,7 @@ class ConductorServer(_Listener, ThreadingHTTPServer):
         self._own_app = app is None
         self.app = app or ServerApp(config or Config())
         self.key = key
+        self.routes = route_table()
         super().__init__((host, port), _Handler)
 
     @property
@@ -124,6 +128,7 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
     def __init__(self, path: Path, app: ServerApp) -> None:
         self.app = app
         self.key = None
+        self.routes = route_table()
         old = os.umask(0o177)  # born 0600: no moment where others could connect
         try:
             super().__init__(str(path), _Handler)
@@ -243,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         text = message or HTTPStatus(code).phrase
-        self._send_json(code, error_body(text), {"Connection": "close"})
+        self.send_json(code, error_body(text), {"Connection": "close"})
 
     def _answer(self, route: Callable[[], None]) -> None:
         """One request: its route, an answer even when the route fails, and its body settled
@@ -255,7 +260,7 @@ class _Handler(BaseHTTPRequestHandler):
             if not self._answered:  # a fault of ours: the client still gets an answer
                 message = f"internal error: {type(e).__name__}: {e}"
                 with contextlib.suppress(OSError):
-                    self._send_json(
+                    self.send_json(
                         HTTPStatus.INTERNAL_SERVER_ERROR,
                         error_body(message, "server_error"),
                         {"Connection": "close"},
@@ -283,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self._linger:
             linger(self.connection)
 
-    def _send_json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
+    def send_json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body).encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -293,15 +298,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._send_json(status, error_body(message, kind))
+    def error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        self.send_json(status, error_body(message, kind))
 
-    def _refuse(self, e: BadRequest) -> None:
+    def refuse(self, e: BadRequest) -> None:
         # A body refused unread (too big, of no known length) ends the connection.
         close = None if self._body_read else {"Connection": "close"}
-        self._send_json(e.status, error_body(str(e), e.kind, param=e.param), close)
+        self.send_json(e.status, error_body(str(e), e.kind, param=e.param), close)
 
-    def _read_json(self) -> Any:
+    def read_json(self) -> Any:
         if self.headers.get("Transfer-Encoding"):
             raise BadRequest(
                 "send the body with a Content-Length (a chunked body is not read)",
@@ -319,10 +324,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = True
         return parse_body(raw)
 
-    def _take_slot(self) -> bool:
+    def take_slot(self) -> bool:
         if self.app.slots.acquire(blocking=False):
             return True
-        self._send_json(
+        self.send_json(
             HTTPStatus.TOO_MANY_REQUESTS,
             error_body(
                 f"{self.app.max_runs} runs are under way (server.max_concurrent_runs)",
@@ -333,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     @contextlib.contextmanager
-    def _watched(self) -> Iterator[threading.Event]:
+    def watched(self) -> Iterator[threading.Event]:
         """A cancel flag the client sets by hanging up, for one run."""
         cancel, done = threading.Event(), threading.Event()
         watcher = threading.Thread(
@@ -354,7 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
         given = self.headers.get("Authorization") or (f"Bearer {key}" if key else None)
         if self.server.authorized(given):
             return True
-        self._error(
+        self.error(
             HTTPStatus.UNAUTHORIZED, "a valid bearer key is required", "authentication_error"
         )
         return False
@@ -364,7 +369,7 @@ class _Handler(BaseHTTPRequestHandler):
         return urlsplit(self.path).path.rstrip("/")
 
     def do_GET(self) -> None:
-        self._answer(self._get)
+        self._answer(self._dispatch)
 
     def do_HEAD(self) -> None:
         """A client's reachability probe (Claude Code sends HEAD /): the headers alone."""
@@ -374,112 +379,109 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self) -> None:
-        self._answer(self._post)
+        self._answer(self._dispatch)
 
-    def _get(self) -> None:
+    def _dispatch(self) -> None:
         if not self._allowed():
             return
-        path = self._route()
-        if path == "/v1/models":
-            self._send_json(HTTPStatus.OK, models_list(trained_names()))
-        elif path == STATUS_PATH:
-            self._send_json(HTTPStatus.OK, self.app.status())
-        else:
-            self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
-
-    def _post(self) -> None:
-        if not self._allowed():
+        route = self.server.routes.get((self.command, self._route()))
+        if route is None:
+            self.error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
             return
-        path = self._route()
-        if path == "/v1/chat/completions":
-            from conductor_cli.server import chat_api
+        route.answer(self)
 
-            self._api(chat_api.answer)
-        elif path == "/v1/responses":
-            from conductor_cli.server import responses_api
+    # --- what a route may use (server/routes.Exchange) ---------------------------------------
 
-            self._api(responses_api.answer)
-        elif path in ("/v1/messages", "/v1/messages/count_tokens"):
-            self._messages(path.endswith("count_tokens"))
-        elif path == RUNS_PATH:
-            self._cli_run()
-        elif path == STOP_PATH:
-            self._send_json(HTTPStatus.OK, {"stopping": True, "pid": os.getpid()})
-            self.app.stop_requested.set()
-        else:
-            self._error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
+    @property
+    def body_read(self) -> bool:
+        return self._body_read
 
-    # --- the CLI's runs -------------------------------------------------------------------
+    def start_stream(self, content_type: str = SSE) -> None:
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", content_type)
+        if content_type == SSE:
+            self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
 
-    def _cli_run(self) -> None:
-        try:
-            request = RunRequest.from_dict(self._read_json())
-        except BadRequest as e:
-            self._refuse(e)
-            return
-        except ValueError as e:
-            self._error(HTTPStatus.BAD_REQUEST, str(e))
-            return
-        if not self._take_slot():
-            return
-        try:
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "application/x-ndjson")
-            self.send_header("Connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            lock = threading.Lock()
+    def write(self, data: bytes) -> None:
+        self.wfile.write(data)
+        self.wfile.flush()
 
-            def send(line: dict[str, Any]) -> None:
-                data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
-                with lock:
-                    try:
-                        self.wfile.write(data)
-                        self.wfile.flush()
-                    except OSError:
-                        cancel.set()  # the client is gone: stop spending on its run
 
-            with self._watched() as cancel:
+# --- this module's routes: models, status, stop and the CLI's runs ---------------------------
+
+
+def _models(ex: Exchange) -> None:
+    ex.send_json(HTTPStatus.OK, models_list(trained_names()))
+
+
+def _status(ex: Exchange) -> None:
+    ex.send_json(HTTPStatus.OK, ex.app.status())
+
+
+def _stop(ex: Exchange) -> None:
+    ex.send_json(HTTPStatus.OK, {"stopping": True, "pid": os.getpid()})
+    ex.app.stop_requested.set()
+
+
+def _cli_run(ex: Exchange) -> None:
+    """The CLI's run (`conductor ask` through a server): its events as JSON lines, then the
+    result or the error, as the CLI would have printed them in-process."""
+    try:
+        request = RunRequest.from_dict(ex.read_json())
+    except BadRequest as e:
+        ex.refuse(e)
+        return
+    except ValueError as e:
+        ex.error(HTTPStatus.BAD_REQUEST, str(e))
+        return
+    if not ex.take_slot():
+        return
+    try:
+        ex.start_stream("application/x-ndjson")
+        lock = threading.Lock()
+
+        def send(line: dict[str, Any]) -> None:
+            data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
+            with lock:
                 try:
-                    result = run_request(
-                        self.app, request, lambda e: send({"event": event_to_dict(e)}), cancel
-                    )
-                except ConductorError as e:
-                    send({"error": str(e), "exit_code": e.exit_code})
-                except BaseException as e:
-                    if not is_interrupt(e):
-                        send({"error": f"internal error: {type(e).__name__}: {e}", "exit_code": 1})
-                        raise
-                    send({"error": "interrupted", "exit_code": EXIT_INTERRUPTED})
-                else:
-                    send({"result": result.to_dict()})
-        finally:
-            self.app.slots.release()
+                    ex.write(data)
+                except OSError:
+                    cancel.set()  # the client is gone: stop spending on its run
 
-    # --- OpenAI's APIs: chat completions (server/chat_api.py), responses (responses_api.py) ---
+        with ex.watched() as cancel:
+            try:
+                result = run_request(
+                    ex.app, request, lambda e: send({"event": event_to_dict(e)}), cancel
+                )
+            except ConductorError as e:
+                send({"error": str(e), "exit_code": e.exit_code})
+            except BaseException as e:
+                if not is_interrupt(e):
+                    send({"error": f"internal error: {type(e).__name__}: {e}", "exit_code": 1})
+                    raise
+                send({"error": "interrupted", "exit_code": EXIT_INTERRUPTED})
+            else:
+                send({"result": result.to_dict()})
+    finally:
+        ex.app.slots.release()
 
-    def _api(self, answer: Callable[[Any, Any], None]) -> None:
-        try:
-            body = self._read_json()
-        except BadRequest as e:
-            self._refuse(e)
-            return
-        answer(self, body)
 
-    # --- Anthropic's Messages API (server/messages_api.py) -----------------------------------
+ROUTES = (
+    Route("GET", "/v1/models", _models),
+    Route("GET", STATUS_PATH, _status),
+    Route("POST", RUNS_PATH, _cli_run),
+    Route("POST", STOP_PATH, _stop),
+)
 
-    def _messages(self, count: bool) -> None:
-        from conductor_cli.server import messages_api
 
-        try:
-            body = self._read_json()
-        except BadRequest as e:
-            messages_api._refuse(self, e)
-            return
-        if count:
-            messages_api.tokens(self, body)
-        else:
-            messages_api.answer(self, body)
+def route_table() -> dict[tuple[str, str], Route]:
+    """Every route the server answers: this module's and each API module's (one line an API)."""
+    from conductor_cli.server import chat_api, messages_api, responses_api
+
+    return table(ROUTES, chat_api.ROUTES, responses_api.ROUTES, messages_api.ROUTES)
 
 
 def _is_length(text: str | None) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 
 from conductor_cli.api import RunResult
 from conductor_cli.errors import ConductorError
-from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 from conductor_cli.server.agent_runs import (
     config_for,
     plan_line,
@@ -31,57 +30,64 @@ from conductor_cli.server.messages_shapes import (
     usage,
 )
 from conductor_cli.server.openai_shapes import BadRequest
+from conductor_cli.server.routes import Exchange, FinalText, Route
 
 HEARTBEAT_S = 5.0
 API = "messages"
-# `handler` below: server/http_api's request handler (its wfile, _send_json, _take_slot, ...).
 
 
-def _refuse(handler: Any, e: BadRequest) -> None:
+def _refuse(ex: Exchange, e: BadRequest) -> None:
+    """A refusal in Anthropic's form."""
     kind = "not_found_error" if e.status == HTTPStatus.NOT_FOUND else "invalid_request_error"
-    close = None if handler._body_read else {"Connection": "close"}
-    handler._send_json(e.status, error_body(str(e), kind), close)
+    close = None if ex.body_read else {"Connection": "close"}
+    ex.send_json(e.status, error_body(str(e), kind), close)
 
 
-def tokens(handler: Any, body: Any) -> None:
+def tokens(ex: Exchange) -> None:
     try:
-        handler._send_json(HTTPStatus.OK, count_tokens(body))
+        ex.send_json(HTTPStatus.OK, count_tokens(ex.read_json()))
     except BadRequest as e:
-        _refuse(handler, e)
+        _refuse(ex, e)
 
 
-def answer(handler: Any, body: Any) -> None:
+def answer(ex: Exchange) -> None:
     try:
-        request = parse_messages(body)
-        config_for(handler.app.config, request.model)  # 404 before any run
+        request = parse_messages(ex.read_json())
+        config_for(ex.app.config, request.model)  # 404 before any run
     except BadRequest as e:
-        _refuse(handler, e)
+        _refuse(ex, e)
         return
-    if not handler.app.slots.acquire(blocking=False):
-        handler._send_json(
+    if not ex.app.slots.acquire(blocking=False):
+        ex.send_json(
             HTTPStatus.TOO_MANY_REQUESTS,
-            error_body(f"{handler.app.max_runs} runs are under way", "rate_limit_error"),
+            error_body(f"{ex.app.max_runs} runs are under way", "rate_limit_error"),
             {"Retry-After": "1"},
         )
         return
     try:
         if request.stream:
-            _Stream(handler, request).run()
+            _Stream(ex, request).run()
         else:
-            _complete(handler, request)
+            _complete(ex, request)
     finally:
-        handler.app.slots.release()
+        ex.app.slots.release()
 
 
-def _run(handler: Any, request: MessagesRequest, on_event: Any) -> RunResult:
-    return serve_turn(handler, request, API, on_event)
+ROUTES = (
+    Route("POST", "/v1/messages", answer),
+    Route("POST", "/v1/messages/count_tokens", tokens),
+)
 
 
-def _complete(handler: Any, request: MessagesRequest) -> None:
+def _run(ex: Exchange, request: MessagesRequest, on_event: Any) -> RunResult:
+    return serve_turn(ex, request, API, on_event)
+
+
+def _complete(ex: Exchange, request: MessagesRequest) -> None:
     try:
-        result = _run(handler, request, None)
+        result = _run(ex, request, None)
     except ConductorError as e:
-        handler._send_json(HTTPStatus.BAD_GATEWAY, error_body(str(e), "api_error"))
+        ex.send_json(HTTPStatus.BAD_GATEWAY, error_body(str(e), "api_error"))
         return
     except KeyboardInterrupt:
         return
@@ -89,26 +95,25 @@ def _complete(handler: Any, request: MessagesRequest) -> None:
     body = message(new_id(), request.model, blocks, result.totals(), stop_reason(blocks))
     trace = result.trace_path.stem if result.trace_path else ""
     body["conductor_trace"] = trace or None
-    handler._send_json(
+    ex.send_json(
         HTTPStatus.OK, body, {"x-conductor-trace": trace, "x-conductor-plan": plan_line(result)}
     )
 
 
 class _Stream:
-    def __init__(self, handler: Any, request: MessagesRequest) -> None:
-        self.handler = handler
+    def __init__(self, ex: Exchange, request: MessagesRequest) -> None:
+        self.ex = ex
         self.request = request
         self.lock = threading.Lock()
         self.started = threading.Event()
-        self.final = -1
+        self.final = FinalText(self._delta)
         self.text_open = False
         self.text = ""
         self.blocks = 0
 
     def send(self, event: dict[str, Any]) -> None:
         with self.lock:
-            self.handler.wfile.write(sse(event))
-            self.handler.wfile.flush()
+            self.ex.write(sse(event))
 
     def _heartbeat(self) -> None:
         while not self.started.wait(HEARTBEAT_S):
@@ -130,28 +135,13 @@ class _Stream:
         delta = {"type": "text_delta", "text": piece}
         self.send({"type": "content_block_delta", "index": 0, "delta": delta})
 
-    def on_event(self, event: object) -> None:
-        if isinstance(event, PlanReady):
-            self.final = len(event.workflow.steps) - 1
-        elif isinstance(event, StepToken) and event.index == self.final:
-            self._delta(event.text)
-        elif isinstance(event, StepFinished) and event.index == self.final:
-            out = event.output
-            self._delta(out[len(self.text) :] if out.startswith(self.text) else "")
-
     def run(self) -> None:
-        h = self.handler
-        h.send_response(HTTPStatus.OK)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.send_header("Connection", "close")
-        h.end_headers()
-        h.close_connection = True
+        self.ex.start_stream()
         start = message(new_id(), self.request.model, [], None, None)
         self.send({"type": "message_start", "message": start})
         threading.Thread(target=self._heartbeat, daemon=True).start()
         try:
-            result = _run(h, self.request, self.on_event)
+            result = _run(self.ex, self.request, self.final.on_event)
         except ConductorError as e:
             self.send(error_body(str(e), "api_error"))
             return

@@ -12,7 +12,13 @@ from typing import Any
 from conductor_cli.backends.base import ToolCall
 from conductor_cli.run.agent import AgentTurn
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.server.openai_shapes import BadRequest, _invalid, _shown, function_tools
+from conductor_cli.server.openai_shapes import (
+    BadRequest,
+    _invalid,
+    _shown,
+    function_tools,
+    parts_text,
+)
 
 # Blocks a worker cannot read (images, documents, a model's own thinking): left out.
 SKIPPED_BLOCKS = ("image", "document", "thinking", "redacted_thinking", "search_result")
@@ -44,10 +50,7 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
 
 
 def _result_text(content: Any, where: str) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    texts = [b.get("text", "") for b in _blocks(content, where) if b["type"] == "text"]
-    return "\n".join(str(t) for t in texts)
+    return parts_text(content, where, parts="content blocks")
 
 
 def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -121,18 +121,32 @@ def check_parameters(body: dict[str, Any]) -> None:
             raise _invalid(name, allowed, value)
 
 
-def _text(content: Any, where: str) -> str:
-    """A message's content: a string, OpenAI's list of parts (text parts are kept), or null
-    (an assistant message that only called tools)."""
-    if content is None or isinstance(content, str):
-        return content or ""
+def parts_text(
+    content: Any,
+    where: str,
+    text_types: tuple[str, ...] = ("text",),
+    *,
+    null: bool = True,
+    parts: str = "parts",
+) -> str:
+    """A message's content as text, read the same way for every API: a string, or a list of
+    parts (objects with a 'type'; those of `text_types` give their 'text', the others are
+    skipped); `null`: null is empty content (an assistant message that only called tools).
+    `parts` is what the API calls its parts, for the one-line refusal."""
+    if isinstance(content, str):
+        return content
+    if content is None and null:
+        return ""
     if not isinstance(content, list):
-        raise _invalid(f"{where}.content", "a string, a list of parts or null", content)
+        allowed = f"a string or a list of {parts}"
+        if null:
+            allowed = f"a string, a list of {parts} or null"
+        raise _invalid(f"{where}.content", allowed, content)
     texts = []
     for j, part in enumerate(content):
         if not isinstance(part, dict) or not isinstance(part.get("type"), str):
             raise _invalid(f"{where}.content[{j}]", "an object with a 'type'", part)
-        if part["type"] == "text":
+        if part["type"] in text_types:
             text = part.get("text")
             if not isinstance(text, str):
                 raise _invalid(f"{where}.content[{j}].text", "a string", text)
@@ -167,7 +181,7 @@ def _messages(body: dict[str, Any]) -> list[tuple[str, str]]:
                     "earlier assistant message",
                     param=f"{where}.tool_call_id",
                 )
-        texts.append((role, _text(m.get("content"), where)))
+        texts.append((role, parts_text(m.get("content"), where)))
     return texts
 
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from conductor_cli.api import RunResult
 from conductor_cli.errors import ConductorError
-from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 from conductor_cli.server.agent_runs import (
     config_for,
     plan_line,
@@ -28,32 +27,35 @@ from conductor_cli.server.responses_shapes import (
     response,
     sse,
 )
+from conductor_cli.server.routes import Exchange, FinalText, Route
 
 HEARTBEAT_S = 5.0  # between `response.in_progress` events until the answer starts
 API = "responses"
-# `handler` below: server/http_api's request handler (its wfile, _send_json, _refuse, ...).
 
 
-def answer(handler: Any, body: Any) -> None:
+def answer(ex: Exchange) -> None:
     try:
-        request = parse_responses(body)
-        config_for(handler.app.config, request.model)  # 404 before any run
+        request = parse_responses(ex.read_json())
+        config_for(ex.app.config, request.model)  # 404 before any run
     except BadRequest as e:
-        handler._refuse(e)
+        ex.refuse(e)
         return
-    if not handler._take_slot():
+    if not ex.take_slot():
         return
     try:
         if request.stream:
-            _Stream(handler, request).run()
+            _Stream(ex, request).run()
         else:
-            _complete(handler, request)
+            _complete(ex, request)
     finally:
-        handler.app.slots.release()
+        ex.app.slots.release()
 
 
-def _run(handler: Any, request: ResponsesRequest, on_event: Any) -> RunResult:
-    return serve_turn(handler, request, API, on_event)
+ROUTES = (Route("POST", "/v1/responses", answer),)
+
+
+def _run(ex: Exchange, request: ResponsesRequest, on_event: Any) -> RunResult:
+    return serve_turn(ex, request, API, on_event)
 
 
 def _extra(result: RunResult) -> dict[str, Any]:
@@ -64,11 +66,11 @@ def _extra(result: RunResult) -> dict[str, Any]:
     }
 
 
-def _complete(handler: Any, request: ResponsesRequest) -> None:
+def _complete(ex: Exchange, request: ResponsesRequest) -> None:
     try:
-        result = _run(handler, request, None)
+        result = _run(ex, request, None)
     except ConductorError as e:
-        handler._error(HTTPStatus.BAD_GATEWAY, str(e), "server_error")
+        ex.error(HTTPStatus.BAD_GATEWAY, str(e), "server_error")
         return
     except KeyboardInterrupt:
         return  # the client left (or the server stops)
@@ -77,7 +79,7 @@ def _complete(handler: Any, request: ResponsesRequest) -> None:
         new_id("resp"), request, "completed", output, result.totals(), None, _extra(result)
     )
     trace = result.trace_path.stem if result.trace_path else ""
-    handler._send_json(
+    ex.send_json(
         HTTPStatus.OK, body, {"x-conductor-trace": trace, "x-conductor-plan": plan_line(result)}
     )
 
@@ -86,14 +88,14 @@ class _Stream:
     """One streamed response: events in order, numbered, from the run's threads and the
     heartbeat, one at a time."""
 
-    def __init__(self, handler: Any, request: ResponsesRequest) -> None:
-        self.handler = handler
+    def __init__(self, ex: Exchange, request: ResponsesRequest) -> None:
+        self.ex = ex
         self.request = request
         self.id = new_id("resp")
         self.lock = threading.Lock()
         self.seq = 0
         self.started = threading.Event()  # the answer (or the end) has begun
-        self.final = -1
+        self.final = FinalText(self._delta)
         self.text_id: str | None = None  # the message item being streamed
         self.text = ""
 
@@ -101,8 +103,7 @@ class _Stream:
         with self.lock:
             event["sequence_number"] = self.seq
             self.seq += 1
-            self.handler.wfile.write(sse(event))
-            self.handler.wfile.flush()
+            self.ex.write(sse(event))
 
     def _heartbeat(self) -> None:
         while not self.started.wait(HEARTBEAT_S):
@@ -148,29 +149,13 @@ class _Stream:
             }
         )
 
-    def on_event(self, event: object) -> None:
-        if isinstance(event, PlanReady):
-            self.final = len(event.workflow.steps) - 1
-        elif isinstance(event, StepToken) and event.index == self.final:
-            self._delta(event.text)
-        elif isinstance(event, StepFinished) and event.index == self.final:
-            # A cached or non-streaming step reports its text only here.
-            out = event.output
-            self._delta(out[len(self.text) :] if out.startswith(self.text) else "")
-
     def run(self) -> None:
-        h = self.handler
-        h.send_response(HTTPStatus.OK)
-        h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Cache-Control", "no-cache")
-        h.send_header("Connection", "close")
-        h.end_headers()
-        h.close_connection = True
+        self.ex.start_stream()
         self.send({"type": "response.created", "response": self._state("in_progress")})
         self.send({"type": "response.in_progress", "response": self._state("in_progress")})
         threading.Thread(target=self._heartbeat, daemon=True).start()
         try:
-            result = _run(h, self.request, self.on_event)
+            result = _run(self.ex, self.request, self.final.on_event)
         except ConductorError as e:
             self.started.set()
             error = {"code": "server_error", "message": str(e)}

@@ -14,7 +14,13 @@ from typing import Any
 from conductor_cli.backends.base import ToolCall
 from conductor_cli.run.agent import AgentTurn
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.server.openai_shapes import BadRequest, _invalid, _shown, function_tools
+from conductor_cli.server.openai_shapes import (
+    BadRequest,
+    _invalid,
+    _shown,
+    function_tools,
+    parts_text,
+)
 
 # Item types that carry nothing a worker can use (a model's own reasoning): left out.
 SKIPPED_ITEMS = ("reasoning",)
@@ -34,20 +40,7 @@ class ResponsesRequest:
 
 
 def _content_text(content: Any, where: str) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise _invalid(f"{where}.content", "a string or a list of content parts", content)
-    texts = []
-    for j, part in enumerate(content):
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise _invalid(f"{where}.content[{j}]", "an object with a 'type'", part)
-        if part["type"] in _TEXT_PARTS:
-            text = part.get("text")
-            if not isinstance(text, str):
-                raise _invalid(f"{where}.content[{j}].text", "a string", text)
-            texts.append(text)
-    return "\n".join(texts)
+    return parts_text(content, where, _TEXT_PARTS, null=False, parts="content parts")
 
 
 def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -353,9 +353,7 @@ def _fit_experts(
     tokens only (labels -100 elsewhere), as --engine ours does. A finished round is saved
     (adapter, curve); --resume goes on from the next, with a round's samples kept as they
     finished."""
-    import datasets
-    from transformers import AutoTokenizer, PrinterCallback
-    from trl import SFTConfig, SFTTrainer
+    from transformers import AutoTokenizer
 
     policy, options, work = rollouts.policy, rollouts.options, rollouts.work
     lora = options.lora
@@ -391,45 +389,14 @@ def _fit_experts(
         samples = [
             sample
             for part in sorted(folder.glob("rank-*.jsonl"))
-            for sample in read_checkpoint(
-                part, lambda row: ((row["q"], row["index"]), Sample(**row))
-            ).values()
+            for sample in read_checkpoint(part, _sample_row).values()
         ]
-        chosen = select_experts(samples)
-        rows = []
-        for s in chosen:
-            messages = plan_messages(by_id[s.q].question, infos, (), max_steps)
-            e = rollouts.encoder.example(messages, s.reply)
-            labels = [t if m else -100 for t, m in zip(e.reply, e.mask, strict=True)]
-            rows.append(
-                {"input_ids": [*e.prompt, *e.reply], "labels": [-100] * len(e.prompt) + labels}
-            )
+        rows = [
+            _expert_row(rollouts, by_id[s.q].question, s.reply, infos, max_steps)
+            for s in select_experts(samples)
+        ]
         if rows:
-            args = SFTConfig(
-                output_dir=str(work / "sft"),
-                num_train_epochs=lora.epochs,
-                learning_rate=lr,
-                per_device_train_batch_size=max(1, MINIBATCH // world),
-                lr_scheduler_type="constant",
-                use_cpu=policy.device == "cpu",
-                report_to=[],
-                logging_steps=1,
-                save_strategy="no",
-                seed=options.seed + k,
-                disable_tqdm=True,
-                bf16=False,
-                max_length=None,
-                ddp_find_unused_parameters=False,
-            )
-            with _quiet():
-                trainer = SFTTrainer(
-                    model=policy.model,
-                    args=args,
-                    train_dataset=datasets.Dataset.from_list(rows),
-                    processing_class=tokenizer,
-                )
-                trainer.remove_callback(PrinterCallback)
-                trainer.train()
+            _sft(rollouts, rows, tokenizer, lr, options.seed + k, world)
         entry = curve_entry(k, True, samples, len(rows), None)
         curve.append(entry)
         if state.is_main_process:
@@ -444,6 +411,58 @@ def _fit_experts(
             )
         )  # fmt: skip
     return curve
+
+
+def _expert_row(
+    rollouts: _Rollouts, question: str, reply: str, infos: Any, max_steps: int
+) -> dict[str, list[int]]:
+    """One kept sample as SFT's row: the loss on its routing tokens only (labels -100
+    elsewhere), as --engine ours fits it."""
+    messages = plan_messages(question, infos, (), max_steps)
+    e = rollouts.encoder.example(messages, reply)
+    labels = [t if m else -100 for t, m in zip(e.reply, e.mask, strict=True)]
+    return {"input_ids": [*e.prompt, *e.reply], "labels": [-100] * len(e.prompt) + labels}
+
+
+def _sft(
+    rollouts: _Rollouts,
+    rows: list[dict[str, list[int]]],
+    tokenizer: Any,
+    lr: float,
+    seed: int,
+    world: int,
+) -> None:
+    """One round's fit of the kept samples on TRL's SFTTrainer, `--epochs` passes."""
+    import datasets
+    from transformers import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    policy, lora = rollouts.policy, rollouts.options.lora
+    args = SFTConfig(
+        output_dir=str(rollouts.work / "sft"),
+        num_train_epochs=lora.epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=max(1, MINIBATCH // world),
+        lr_scheduler_type="constant",
+        use_cpu=policy.device == "cpu",
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        seed=seed,
+        disable_tqdm=True,
+        bf16=False,
+        max_length=None,
+        ddp_find_unused_parameters=False,
+    )
+    with _quiet():
+        trainer = SFTTrainer(
+            model=policy.model,
+            args=args,
+            train_dataset=datasets.Dataset.from_list(rows),
+            processing_class=tokenizer,
+        )
+        trainer.remove_callback(PrinterCallback)
+        trainer.train()
 
 
 def _sample_row(row: dict[str, Any]) -> tuple[tuple[str, int], Sample]:

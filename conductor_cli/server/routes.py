@@ -1,0 +1,115 @@
+"""The server's routes as a table, and what a route may use of its request.
+
+Each API module lists its routes (`ROUTES`: method, path, the function that answers) and
+server/http_api.py joins the lists into one lookup: adding an API is one module and one line
+there. A route answers through `Exchange` (the request's body, the run slots, JSON and
+streamed replies, a cancel flag its client's hang-up sets) and never through the HTTP
+handler's own internals. `FinalText` is the streaming the APIs share: the final step's text
+as it is generated, from a run's events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from threading import Event
+from typing import TYPE_CHECKING, Any, Protocol
+
+from conductor_cli.run.events import PlanReady, StepFinished, StepToken
+
+if TYPE_CHECKING:
+    from conductor_cli.server.app import ServerApp
+    from conductor_cli.server.openai_shapes import BadRequest
+
+SSE = "text/event-stream"
+
+
+class Exchange(Protocol):
+    """One request as a route sees it (server/http_api's handler is one)."""
+
+    @property
+    def app(self) -> ServerApp: ...
+
+    @property
+    def body_read(self) -> bool:
+        """Whether the body was read: a refusal of an unread body ends the connection."""
+        ...
+
+    def read_json(self) -> Any:
+        """The body as JSON; raises BadRequest for what is not (too big, chunked, not JSON)."""
+        ...
+
+    def send_json(self, status: int, body: dict, headers: dict[str, str] | None = None) -> None: ...
+
+    def error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        """An error in OpenAI's form."""
+        ...
+
+    def refuse(self, e: BadRequest) -> None:
+        """A refused request in OpenAI's form (the field it names, its status)."""
+        ...
+
+    def take_slot(self) -> bool:
+        """One of the server's run slots, or a 429 sent and False."""
+        ...
+
+    def start_stream(self, content_type: str = SSE) -> None:
+        """A 200 whose body is written as it comes, the connection closed after."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Part of a streamed body, sent at once."""
+        ...
+
+    def watched(self) -> AbstractContextManager[Event]:
+        """A cancel flag that the client's hang-up sets, for one run."""
+        ...
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str  # "GET" | "POST"
+    path: str  # without a query or a trailing slash
+    answer: Callable[[Exchange], None]
+
+
+def table(*lists: tuple[Route, ...]) -> dict[tuple[str, str], Route]:
+    """One lookup by (method, path); a path answered twice is a mistake of ours."""
+    found: dict[tuple[str, str], Route] = {}
+    for route in (r for routes in lists for r in routes):
+        key = (route.method, route.path)
+        if key in found:
+            raise ValueError(f"two routes for {route.method} {route.path}")
+        found[key] = route
+    return found
+
+
+class FinalText:
+    """The final step's text, piece by piece as it is generated: `on_piece` gets each new
+    piece once, whether the step streamed its tokens or (cached, or not streaming) reported
+    its text only when it finished. `on_plan` is called when the plan is known."""
+
+    def __init__(
+        self, on_piece: Callable[[str], None], on_plan: Callable[[], None] | None = None
+    ) -> None:
+        self.on_piece = on_piece
+        self.on_plan = on_plan
+        self.final = -1
+        self.text = ""
+
+    def on_event(self, event: object) -> None:
+        if isinstance(event, PlanReady):
+            self.final = len(event.workflow.steps) - 1
+            if self.on_plan is not None:
+                self.on_plan()
+        elif isinstance(event, StepToken) and event.index == self.final:
+            self._piece(event.text)
+        elif isinstance(event, StepFinished) and event.index == self.final:
+            out = event.output
+            self._piece(out[len(self.text) :] if out.startswith(self.text) else "")
+
+    def _piece(self, piece: str) -> None:
+        if piece:
+            self.text += piece
+            self.on_piece(piece)
