@@ -54,12 +54,21 @@ DatasetFileArg = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _qa_scorers() -> dict[str, Any]:
+    from conductor_cli.evals import QA_SCORERS
+
+    return QA_SCORERS
+
+
 ScorerOption = Annotated[
     str,
     typer.Option(
         "--scorer",
-        help="qa (and mixed qa lines without their own): exact, numeric, contains or answered "
-        "(an open request: any answer that is not a tool's failure report).",
+        help="qa (and mixed qa lines without their own): "
+        + "; ".join(f"{s.name}: {s.about}" for s in _qa_scorers().values())
+        + ".",
     ),
 ]
 

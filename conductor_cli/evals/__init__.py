@@ -8,6 +8,7 @@ from conductor_cli.exports import lazy_exports
 
 # The package's public surface (what the CLI and library users import), loaded on first use.
 _EXPORTS = {
+    "QA_SCORERS": "answers",
     "load_dataset": "datasets",
     "select": "datasets",
     "export_grpo": "export",
@@ -16,6 +17,7 @@ _EXPORTS = {
     "trained_notes": "strategies",
 }
 __all__ = [
+    "QA_SCORERS",
     "EvalRequest",
     "export_grpo",
     "load_dataset",
@@ -28,6 +30,9 @@ __all__ = [
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from conductor_cli.evals.answers import (
+        QA_SCORERS,
+    )
     from conductor_cli.evals.datasets import (
         load_dataset,
         select,

@@ -10,12 +10,12 @@ import re
 import string
 import textwrap
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from conductor_cli.problems import LETTERS, Problem
 from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
-QA_SCORERS = ("exact", "numeric", "contains", "answered", "alias")
 RELATIVE_TOLERANCE = 1e-6
 
 # --- choice letters ---------------------------------------------------------------------------
@@ -280,41 +280,79 @@ def squad_normal(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+def _alias(reply: str, reference: str, aliases: Sequence[str]) -> tuple[bool, str]:
+    extracted = final_answer(reply)
+    wanted = {squad_normal(a) for a in (*aliases, reference)} - {""}
+    return squad_normal(extracted) in wanted, extracted
+
+
+def _numeric(reply: str, reference: str, aliases: Sequence[str]) -> tuple[bool, str]:
+    got = extract_number(reply)
+    want = extract_number(reference)
+    if got is None:
+        return False, ""
+    ok = want is not None and math.isclose(got, want, rel_tol=RELATIVE_TOLERANCE)
+    return ok, canonical_number(got)
+
+
+def _exact(reply: str, reference: str, aliases: Sequence[str]) -> tuple[bool, str]:
+    extracted = final_answer(reply)
+    return normalize_text(extracted) == normalize_text(reference), extracted
+
+
+def _contains_reference(reply: str, reference: str, aliases: Sequence[str]) -> tuple[bool, str]:
+    needle = normalize_text(reference)
+    ok = bool(needle) and _contains(normalize_text(reply), needle)
+    return ok, final_answer(reply)
+
+
+def _answered(reply: str, reference: str, aliases: Sequence[str]) -> tuple[bool, str]:
+    from conductor_cli.tools.python_tool import is_failure
+
+    return bool(reply.strip()) and not is_failure(reply), final_answer(reply)
+
+
+def _number_key(extracted: str) -> str:
+    value = extract_number(extracted)
+    return "" if value is None else canonical_number(value)
+
+
+@dataclass(frozen=True)
+class QaScorer:
+    """One way to score a free answer: everything about it in one entry."""
+
+    name: str
+    about: str  # one line for the CLI's help and the docs
+    score: Callable[[str, str, Sequence[str]], tuple[bool, str]]  # (reply, reference, aliases)
+    vote_key: Callable[[str], str] = normalize_text  # what majority voting compares
+
+
+QA_SCORERS: dict[str, QaScorer] = {
+    s.name: s
+    for s in (
+        QaScorer("exact", "the final answer equals the reference up to case, spacing and "
+                 "trailing punctuation", _exact),
+        QaScorer("numeric", "the number in the reply equals the reference's", _numeric,
+                 _number_key),
+        QaScorer("contains", "the reference appears, as whole words, anywhere in the reply",
+                 _contains_reference),
+        QaScorer("answered", "an open request: any answer that is not a tool's failure report",
+                 _answered),
+        QaScorer("alias", "the final answer equals the reference or any of its aliases after "
+                 "SQuAD's normalization (NQ-open, TriviaQA)", _alias, squad_normal),
+    )
+}  # fmt: skip
+
+
 def score_qa(
     reply: str, reference: str, scorer: str, aliases: Sequence[str] = ()
 ) -> tuple[bool, str]:
-    """(correct, extracted) for a free-answer question.
-
-    exact: the final answer equals the reference up to case, spacing and trailing punctuation;
-    numeric: extract_number equals the reference within RELATIVE_TOLERANCE;
-    contains: the reference appears, as whole words, anywhere in the reply;
-    answered: an open request (no reference): right when the reply is an answer at all, not
-    empty and not a tool's report that it had nothing to run or failed;
-    alias: the final answer equals the reference or any of `aliases` after squad_normal.
-    """
-    if scorer == "alias":
-        extracted = final_answer(reply)
-        wanted = {squad_normal(a) for a in (*aliases, reference)} - {""}
-        return squad_normal(extracted) in wanted, extracted
-    if scorer == "numeric":
-        got = extract_number(reply)
-        want = extract_number(reference)
-        if got is None:
-            return False, ""
-        ok = want is not None and math.isclose(got, want, rel_tol=RELATIVE_TOLERANCE)
-        return ok, canonical_number(got)
-    if scorer == "exact":
-        extracted = final_answer(reply)
-        return normalize_text(extracted) == normalize_text(reference), extracted
-    if scorer == "contains":
-        needle = normalize_text(reference)
-        ok = bool(needle) and _contains(normalize_text(reply), needle)
-        return ok, final_answer(reply)
-    if scorer == "answered":
-        from conductor_cli.tools.python_tool import is_failure
-
-        return bool(reply.strip()) and not is_failure(reply), final_answer(reply)
-    raise ValueError(f"unknown QA scorer {scorer!r}; expected one of {', '.join(QA_SCORERS)}")
+    """(correct, extracted) for a free-answer question, by the scorer of that name
+    (QA_SCORERS)."""
+    entry = QA_SCORERS.get(scorer)
+    if entry is None:
+        raise ValueError(f"unknown QA scorer {scorer!r}; expected one of {', '.join(QA_SCORERS)}")
+    return entry.score(reply, reference, aliases)
 
 
 def score_choice(reply: str, problem: Problem) -> tuple[bool, str]:
@@ -429,12 +467,8 @@ def vote_key(problem: Problem, extracted: str) -> str:
         return extracted.strip().upper()
     if problem.kind == "code":
         return _code_key(extracted)
-    if problem.scorer == "numeric":
-        value = extract_number(extracted)
-        return "" if value is None else canonical_number(value)
-    if problem.scorer == "alias":
-        return squad_normal(extracted)
-    return normalize_text(extracted)
+    entry = QA_SCORERS.get(problem.scorer)
+    return entry.vote_key(extracted) if entry is not None else normalize_text(extracted)
 
 
 def _code_key(code: str) -> str:
