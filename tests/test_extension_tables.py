@@ -68,3 +68,88 @@ def test_a_lora_method_refuses_the_head_methods_options_by_name() -> None:
     options = replace(options, head=replace(options.head, rounds=2))
     with pytest.raises(InputError, match="--rounds 2: only the head method"):
         train.train(Config(), [], options, "expert-iteration")
+
+
+def test_a_scorer_is_one_entry_that_scoring_voting_and_files_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from conductor_cli.evals import answers, datasets
+    from conductor_cli.evals.records import Problem
+
+    def first_word_fake(reply: str, reference: str, aliases: Any) -> tuple[bool, str]:
+        word = reply.split()[0] if reply.split() else ""
+        return word == reference, word
+
+    entry = answers.QaScorer("first-word", "the reply's first word", first_word_fake, str.upper)
+    monkeypatch.setitem(answers.QA_SCORERS, "first-word", entry)
+    assert answers.score_qa("Paris is it", "Paris", "first-word") == (True, "Paris")
+    problem = Problem("p", "qa", "q?", "x", scorer="first-word")
+    assert answers.vote_key(problem, "paris") == "PARIS"
+    file = tmp_path / "qa.jsonl"
+    file.write_text('{"question": "Capital of France?", "answer": "Paris"}\n')
+    loaded = datasets.load_dataset("qa", file, "first-word")
+    assert loaded[0].scorer == "first-word"
+    with pytest.raises(InputError, match="first-word"):
+        datasets.load_dataset("qa", file, "no-such-scorer")
+
+
+def test_a_dataset_kind_is_one_entry_that_loading_and_mixed_files_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from conductor_cli.evals import datasets
+    from conductor_cli.evals.records import Problem
+
+    def upper_line_fake(line: datasets.Line) -> Problem:
+        return Problem(line.row_id(), "qa", line.row["q"].upper(), line.row["a"], scorer="exact")
+
+    def upper_file_fake(file: Any, scorer: str) -> list[Problem]:
+        return [Problem("u1", "qa", "FROM THE TABLE", "a", scorer="exact")]
+
+    kind = datasets.DatasetKind("upper", "questions shouted", upper_file_fake, upper_line_fake)
+    monkeypatch.setitem(datasets.DATASET_KINDS, "upper", kind)
+    file = tmp_path / "m.jsonl"
+    file.write_text('{"dataset": "upper", "id": "x", "q": "why?", "a": "because"}\n')
+    assert datasets.load_dataset("upper", file)[0].question == "FROM THE TABLE"
+    mixed = datasets.load_dataset("mixed", file)
+    assert [(p.id, p.question) for p in mixed] == [("x", "WHY?")]
+    with pytest.raises(InputError, match=r"unknown dataset 'nope'; use one of .*upper"):
+        datasets.load_dataset("nope", file)
+
+
+def test_the_routes_are_one_table_and_a_new_route_is_one_entry() -> None:
+    import http.client
+    import threading
+
+    from conductor_cli.server.http_api import ConductorServer, route_table
+    from conductor_cli.server.routes import Exchange, Route, table
+    from conductor_cli.wire import RUNS_PATH, STATUS_PATH, STOP_PATH
+
+    assert set(route_table()) == {
+        ("GET", "/v1/models"),
+        ("GET", STATUS_PATH),
+        ("POST", RUNS_PATH),
+        ("POST", STOP_PATH),
+        ("POST", "/v1/chat/completions"),
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/messages"),
+        ("POST", "/v1/messages/count_tokens"),
+    }
+    with pytest.raises(ValueError, match="two routes for POST /v1/x"):
+        table((Route("POST", "/v1/x", print),), (Route("POST", "/v1/x", print),))
+
+    def echo_route_fake(ex: Exchange) -> None:
+        ex.send_json(200, {"echo": ex.read_json()})
+
+    server = ConductorServer(Config(), port=0)
+    server.routes[("POST", "/v1/echo")] = Route("POST", "/v1/echo", echo_route_fake)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        conn.request("POST", "/v1/echo/", body=b'{"a": 1}', headers={"Content-Length": "8"})
+        reply = conn.getresponse()
+        assert (reply.status, reply.read()) == (200, b'{"echo": {"a": 1}}')
+        conn.request("GET", "/v1/echo")  # a route answers its own method only
+        assert conn.getresponse().status == 404
+    finally:
+        server.shutdown()
+        server.server_close()

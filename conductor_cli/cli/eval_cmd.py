@@ -18,9 +18,6 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 
-DATASETS = ("humaneval", "mcq", "qa", "mixed")  # evals.datasets.LOADABLE, unimported
-
-
 # The command's options, one alias each, so the command reads as its list of parameters.
 StrategiesOption = Annotated[
     str | None,
@@ -111,12 +108,12 @@ def eval_cmd(
     """
     from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
-    from conductor_cli.evals import EvalRequest, open_eval
+    from conductor_cli.evals import DATASET_KINDS, EvalRequest, open_eval
     from conductor_cli.public import is_public, names
     from conductor_cli.storage import CacheMode
 
-    if dataset not in DATASETS and not is_public(dataset):
-        known = ", ".join([*DATASETS, *names()])
+    if dataset not in DATASET_KINDS and not is_public(dataset):
+        known = ", ".join([*DATASET_KINDS, *names()])
         raise InputError(f"unknown dataset {dataset!r}; use one of {known}")
     request = EvalRequest(
         dataset=dataset,

@@ -64,6 +64,16 @@ PolicyOption = Annotated[
         "(step by step over workers as vectors, any pool) or auto (shapes where they fit).",
     ),
 ]
+ShapesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--shapes",
+        help="head: the workflow shapes it chooses among, by label, separated by ';' (e.g. "
+        "'coder; coder > python<0; coder > python<0 > coder<0,1'; a step sees the steps after "
+        "'<'; words in brackets: coder[program]) [default: every shape of the pool].",
+        show_default=False,
+    ),
+]
 MaxCallsOption = Annotated[
     int | None,
     typer.Option(
@@ -173,6 +183,7 @@ def train_cmd(
     rounds: RoundsOption = 1,
     search: SearchOption = "adaptive",
     policy: PolicyOption = "auto",
+    shapes: ShapesOption = None,
     max_calls: MaxCallsOption = None,
     max_cost: MaxCostOption = None,
     dry_run: DryRunOption = False,
@@ -236,6 +247,7 @@ def train_cmd(
     # fmt: off
     head = HeadOptions(
         generations=generations, tasks=tasks, rounds=rounds, search=search, policy=policy,
+        shapes=tuple(x.strip() for x in (shapes or "").split(";") if x.strip()),
         max_calls=max_calls, max_cost=max_cost, dry_run=dry_run,
     )
     lora = LoraOptions(

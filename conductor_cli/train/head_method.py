@@ -40,6 +40,7 @@ from conductor_cli.policy.shapes import (
     Shape,
     enumerate_shapes,
     join_shapes,
+    parse_shape,
     single_index,
 )
 from conductor_cli.policy.step_head import StepHead
@@ -116,6 +117,30 @@ def candidate_shapes(
             f"head learns one score per shape and takes at most {MAX_SHAPES}: use "
             "--policy steps (or auto), which chooses step by step over workers as vectors"
         )
+    return shapes
+
+
+def chosen_shapes(
+    labels: Sequence[str], workers: Sequence[str], max_steps: int, policy: str
+) -> list[Shape]:
+    """`--shapes`: each worker alone (the search measures those first, and a head always
+    knows the members' own answers), then the shapes the user named, each checked against the
+    pool and the conductor's step limit, in the order given."""
+    if policy == "steps":
+        raise InputError(
+            "--shapes names shapes for the shape head; the step policy chooses step by step "
+            "(use --policy shapes)"
+        )
+    singles = [Shape((w,), ((),)) for w in workers]
+    shapes = list(dict.fromkeys([*singles, *(parse_shape(label, workers) for label in labels)]))
+    for shape in shapes:
+        if len(shape.workers) > max_steps:
+            raise InputError(
+                f"--shapes {shape.label!r}: {len(shape.workers)} steps, over conductor.max_steps "
+                f"{max_steps}"
+            )
+    if not 2 <= len(shapes) <= MAX_SHAPES:
+        raise InputError(f"--shapes: name 2 to {MAX_SHAPES} different shapes")
     return shapes
 
 
@@ -300,6 +325,8 @@ class _Setup:
                 "one round, or a pool whose shapes the shape head takes (--policy shapes)"
             )
         shapes = candidate_shapes(names, c.max_steps, head.search, policy)
+        if head.shapes:
+            shapes = chosen_shapes(head.shapes, names, c.max_steps, policy)
         training, held_out = split_problems(problems, options, held_out_ids)
         meta = {
             "dataset": options.dataset,
@@ -313,6 +340,7 @@ class _Setup:
             "pool": registry.pool_fingerprint(config.workers),
             "cost_weight": options.cost_weight,
             **({"rounds": head.rounds} if head.rounds > 1 else {}),
+            **({"shapes": [s.label for s in shapes]} if head.shapes else {}),
         }
         return cls(
             names,

@@ -43,6 +43,10 @@ class HeadOptions:
     # "shapes" (one score per workflow shape: head.py), "steps" (step by step over workers as
     # vectors: step_head.py) or "auto" (shapes where the pool's shapes fit, steps beyond)
     policy: str = "auto"
+    # The workflow shapes the head chooses among, by label (`coder > python<0`, words in
+    # brackets: policy/shapes.parse_shape); empty: every shape the pool makes
+    # (head_method.candidate_shapes).
+    shapes: tuple[str, ...] = ()
     max_calls: int | None = None  # worker calls this training may make (spend.py)
     max_cost: float | None = None  # USD
     dry_run: bool = False  # print the estimate, make no call
