@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conductor_cli.policy.registry import conductors_dir
-from conductor_cli.policy.shapes import enumerate_shapes
+from conductor_cli.policy.shapes import Shape, enumerate_shapes
 from conductor_cli.testing.simulated_pool import (
     KIND_TEXT,
     TWO_SPECIALISTS,
@@ -207,6 +207,11 @@ def test_step_keys_count_each_distinct_step_once() -> None:
     assert new_calls([chain], none, cached=True, paid=singles) == 1
     # A step a tool reads is asked for a program: not the single run's request.
     assert new_calls([chain], frozenset({chain.workers[1]}), cached=True, paid=singles) == 2
+    # A step in other words is another request: a chain of named words pays for each step.
+    worded = Shape(chain.workers, chain.sees, ("program", "run"))
+    assert new_calls([worded], none, cached=True, paid=singles) == 2
+    longer = Shape((*worded.workers, "a"), (*worded.sees, (0, 1)), (*worded.words, "check"))
+    assert new_calls([longer], none, cached=True, paid=singles | set(step_keys(worded, none))) == 1
 
 
 def test_the_search_spends_where_the_policy_is_unsure_and_within_its_budget() -> None:

@@ -695,6 +695,7 @@ def _record(
             "optimizer": "sep-CMA-ES (cma)",
             "tasks": options.head.tasks,
             "rounds": options.head.rounds,
+            **({"named_shapes": [shape.label for shape in shapes]} if options.head.shapes else {}),
         },
         "estimate": plan.to_dict(),
         "reward_table": {

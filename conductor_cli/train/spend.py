@@ -37,14 +37,15 @@ StepKey = tuple[Any, ...]
 
 def step_keys(shape: Shape, tools: frozenset[str]) -> list[StepKey]:
     """What each step's request depends on, as the response cache sees it: its worker, its
-    position (a step's seed is the run's plus its index), the steps it sees, and whether a tool
-    step reads it (then it is asked for a program). Two runs' steps with one key are one call."""
+    position (a step's seed is the run's plus its index), the steps it sees, whether a tool
+    step reads it (then it is asked for a program) and its words. Two runs' steps with one key
+    are one call."""
     keys: list[StepKey] = []
     for i, (worker, sees) in enumerate(zip(shape.workers, shape.sees, strict=True)):
         feeds = any(
             i in shape.sees[j] and shape.workers[j] in tools for j in range(i + 1, len(shape.sees))
         )
-        keys.append((worker, i, tuple(keys[j] for j in sees), feeds))
+        keys.append((worker, i, tuple(keys[j] for j in sees), feeds, shape.word(i)))
     return keys
 
 
