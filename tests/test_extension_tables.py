@@ -53,11 +53,13 @@ def test_train_dispatches_through_the_method_table(monkeypatch: pytest.MonkeyPat
         seen.append(method)
         return {"name": options.name, "method": method}
 
-    monkeypatch.setitem(train.TRAINERS, "grpo", recording_trainer_fake)
+    entry = train.Method("distill", "a made-up method, added by one entry", recording_trainer_fake)
+    monkeypatch.setitem(train.TRAINERS, "distill", entry)
     options = TrainOptions(name="t", dataset="mcq")
-    assert train.train(Config(), [], options, "grpo") == {"name": "t", "method": "grpo"}
-    assert seen == ["grpo"]
-    with pytest.raises(InputError, match="head, expert-iteration, grpo"):
+    assert train.train(Config(), [], options, "distill") == {"name": "t", "method": "distill"}
+    assert seen == ["distill"]
+    assert "distill: a made-up method, added by one entry" in train.method_help()
+    with pytest.raises(InputError, match="head, expert-iteration, grpo, distill"):
         train.train(Config(), [], options, "ppo")
 
 

@@ -18,6 +18,7 @@ from conductor_cli.cli.common import (
     config_path,
     handle_errors,
 )
+from conductor_cli.train import method_help
 
 # The command's options, one alias each, so the command reads as its list of parameters.
 OutOption = Annotated[
@@ -28,8 +29,7 @@ MethodOption = Annotated[
     str,
     typer.Option(
         "--method",
-        help="head: a head on the conductor's hidden state (no torch); expert-iteration "
-        "or grpo: a LoRA on its weights (torch).",
+        help=method_help(),
     ),
 ]
 TasksOption = Annotated[

@@ -8,6 +8,7 @@ LoRA methods) is imported only when that method trains.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,11 @@ def _refuse_head_options(options: TrainOptions, method: str) -> None:
             f"--rounds {head.rounds}: only the head method learns rounds (when to keep the "
             "team's answer); leave --rounds out with --method " + method
         )
+    if head.shapes:
+        raise InputError(
+            "--shapes names the workflows the head method chooses among; the LoRA methods "
+            f"sample workflows from the conductor (leave --shapes out with --method {method})"
+        )
     if head.max_calls is not None or head.max_cost is not None or head.dry_run:
         raise InputError(
             "--max-calls, --max-cost and --dry-run budget the head method's training; the LoRA "
@@ -111,15 +117,34 @@ def _refuse_head_options(options: TrainOptions, method: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class Method:
+    """One training method: everything about it in one entry."""
+
+    name: str
+    about: str  # one line: the CLI's --method help is made of these
+    run: Trainer
+
+
 # Measured here (README, "Train your conductor"): the head learns routing on 2 cores in
 # minutes and is the default; the LoRA methods (lora_method.py) need torch. A new method is a
-# module in train/ and one line here; the CLI's --method choices come from this table.
-TRAINERS: dict[str, Trainer] = {
-    "head": _head,
-    "expert-iteration": _lora,
-    "grpo": _lora,
-}
+# module in train/ and one entry here; the CLI's --method choices and help come from it.
+TRAINERS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("head", "a head on the conductor's hidden state picks the workflow (no torch)",
+               _head),
+        Method("expert-iteration", "a LoRA on the conductor's weights, fit to its right "
+               "workflows (torch)", _lora),
+        Method("grpo", "a LoRA on the conductor's weights, by group-relative advantage (torch)",
+               _lora),
+    )
+}  # fmt: skip
 METHODS = tuple(TRAINERS)
+
+
+def method_help() -> str:
+    return "; ".join(f"{m.name}: {m.about}" for m in TRAINERS.values()) + "."
 
 
 def train(
@@ -137,8 +162,9 @@ def train(
     if trainer is None:
         from conductor_cli.errors import InputError
 
-        raise InputError(f"--method {method!r}: use one of {', '.join(METHODS)}")
-    return trainer(config, problems, options, method, data_file, on_progress or (lambda p: None))
+        raise InputError(f"--method {method!r}: use one of {', '.join(TRAINERS)}")
+    report = on_progress or (lambda p: None)
+    return trainer.run(config, problems, options, method, data_file, report)
 
 
 # The package's public surface (what the CLI and library users import), loaded on first use.
@@ -155,9 +181,11 @@ __all__ = [
     "TRAINERS",
     "HeadOptions",
     "LoraOptions",
+    "Method",
     "TrainOptions",
     "is_launched",
     "launch_processes",
+    "method_help",
     "note_exit",
     "train",
 ]
