@@ -17,13 +17,13 @@ from conductor_cli.models.catalog import load_catalog
 from conductor_cli.models.spec import TOOLS, Kind
 from conductor_cli.run import pool
 from conductor_cli.testing.fake_backend import FakeBackend
-from conductor_cli.tools import TOOL_KINDS
+from conductor_cli.tools import BUILTIN
 from conductor_cli.train.session import TrainOptions
 
 
 def test_each_table_names_what_its_parser_accepts() -> None:
     assert set(pool.BACKENDS) == set(get_args(Kind))
-    assert tuple(TOOL_KINDS) == TOOLS
+    assert tuple(BUILTIN) == TOOLS
     assert set(runner.SOLVERS) == set(strategies.BASE)
     assert train.METHODS == tuple(train.TRAINERS) == ("head", "expert-iteration", "grpo")
 

@@ -6,6 +6,7 @@ question goes to the coder and the tool."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from conductor_cli.config.settings import (
 from conductor_cli.config.starter import PRESETS
 from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import ANSWER_TASK
-from conductor_cli.tools.versions import VERSIONS
+from conductor_cli.tools import BUILTIN
 
 from .conftest import assert_one_line_error, run_cli
 
@@ -99,7 +100,8 @@ def test_rewards_measured_with_another_version_of_a_tool_are_not_this_ones(
 ) -> None:
     local, _, python = TEAM.workers
     before = registry.worker_fingerprint(python)
-    monkeypatch.setitem(VERSIONS, "python", VERSIONS["python"] + 1)
+    newer = dataclasses.replace(BUILTIN["python"], version=BUILTIN["python"].version + 1)
+    monkeypatch.setitem(BUILTIN, "python", newer)
     assert registry.worker_fingerprint(python) != before
     assert registry.worker_fingerprint(local) == registry.worker_fingerprint(local)
     shipped = registry.find(TEAM.conductor)

@@ -44,9 +44,9 @@ def worker_fingerprint(worker: Any) -> str:
         worker.fallback or "",
     ]
     if worker.model.startswith("tool:"):
-        from conductor_cli.tools.versions import VERSIONS
+        from conductor_cli.tools import tool_version
 
-        answers.append(VERSIONS.get(worker.model.removeprefix("tool:"), 0))
+        answers.append(tool_version(worker.model.removeprefix("tool:")))
     return hashlib.sha256(json.dumps(answers).encode()).hexdigest()[:16]
 
 

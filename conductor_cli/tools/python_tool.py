@@ -16,7 +16,6 @@ from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
-from conductor_cli.tools.versions import VERSIONS
 
 OUTPUT_MB = 1  # what a program prints is cut here (file_mb); the rest is the config's [sandbox]
 
@@ -101,8 +100,9 @@ class PythonTool:
     """A Backend. The sandbox is probed on the first call (a few subprocesses), not at pool
     building, so a config that names the tool costs nothing until a step runs it."""
 
-    def __init__(self, limits: Limits = LIMITS) -> None:
+    def __init__(self, limits: Limits = LIMITS, version: int = 0) -> None:
         self.limits = limits
+        self.version = version  # its behaviour version (tools.BUILTIN), in its fingerprint
         self._sandbox: Sandbox | None = None
         self._lock = threading.Lock()
 
@@ -114,7 +114,7 @@ class PythonTool:
     def fingerprint(self) -> str:
         lim = self.limits
         return (
-            f"tool:python:{VERSIONS['python']}:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
+            f"tool:python:{self.version}:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
             f"{lim.disk_mb}:{lim.processes}"
         )
 
