@@ -14,15 +14,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from conductor_cli.config.settings import CODER_MODEL
-from conductor_cli.server import local
-
-from .conftest import run_cli, start_cli
 
 # A worker that writes for half a minute or more on 2 cores if nothing stops it (SmolLM2 stops
 # after a few hundred tokens whatever it is asked).
@@ -74,36 +72,64 @@ def idle_after(pid: int) -> float:
     return cpu_seconds(pid) - before
 
 
-@pytest.fixture
-def server(tmp_path: Path, gguf_path: Path, coder_pulled: Path) -> Iterator[tuple[Path, int]]:
-    """A background server of this test's own home (conftest's), its models loaded."""
-    config = tmp_path / "c.toml"
+@dataclass(frozen=True)
+class Served:
+    """The background server all cases share: its own home, config and runtime folder."""
+
+    url: str
+    pid: int
+    env: dict[str, str]
+    config: Path
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, coder_pulled: Path
+) -> Iterator[Served]:
+    """One background server for every case (their runs end one at a time, and each case
+    first checks that the one before left it idle), its models loaded before it answers."""
+    home = tmp_path_factory.mktemp("cancel-home")
+    config = home / "c.toml"
     config.write_text(CONFIG, encoding="utf-8")
-    workflow = tmp_path / "wf.json"
     step = {"worker": "writer", "task": "Answer the question.", "sees": []}
-    workflow.write_text(json.dumps({"steps": [step]}))
-    assert run_cli("--config", str(config), "serve", "--detach").returncode == 0
-    info = local.read_info(local.files_for(config))
-    assert info is not None
+    (home / "wf.json").write_text(json.dumps({"steps": [step]}))
+    env = {**os.environ, "CONDUCTOR_MODELS_DIR": str(models_dir), "CONDUCTOR_SERVER_AUTO": "0"}
+    for name in ("CONDUCTOR_CONFIG", "CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR"):
+        env.pop(name, None)
+    for name in ("CONFIG", "DATA", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(home / name.lower())
+    env["CONDUCTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="cr-", dir="/tmp")
+    command = [sys.executable, "-m", "conductor_cli", "--config", str(config), "serve"]
+    started = subprocess.run([*command, "--detach"], env=env, capture_output=True, text=True)
+    assert started.returncode == 0, started.stderr
+    shown = subprocess.run([*command, "--status", "--json"], env=env, capture_output=True)
+    status = json.loads(shown.stdout)
     try:
-        yield config, info.pid
+        yield Served(status["listening"]["tcp"], status["pid"], env, config)
     finally:
-        run_cli("--config", str(config), "serve", "--stop")
+        subprocess.run([*command, "--stop"], env=env, capture_output=True)
+        shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_ending_the_cli_client_stops_the_generation(
-    server: tuple[Path, int], sig: signal.Signals
-) -> None:
-    config, pid = server
-    workflow = config.parent / "wf.json"
-    proc = start_cli("--config", str(config), "run", "--no-cache", str(workflow), TASK)
+def test_ending_the_cli_client_stops_the_generation(served: Served, sig: signal.Signals) -> None:
+    assert idle_after(served.pid) < 0.4  # nothing left running from the case before
+    workflow = served.config.parent / "wf.json"
+    command = [sys.executable, "-m", "conductor_cli", "--config", str(served.config), "run"]
+    proc = subprocess.Popen(
+        [*command, "--no-cache", str(workflow), TASK],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=served.env,
+    )
     try:
-        wait_generating(pid)
+        wait_generating(served.pid)
     finally:
         proc.send_signal(sig)
         proc.communicate(timeout=60)
-    spent = idle_after(pid)
+    spent = idle_after(served.pid)
     assert spent < 0.4, f"the server spent {spent:.2f} s of CPU after its client left"
 
 
@@ -117,33 +143,6 @@ def _post(url: str, path: str, body: dict[str, object]) -> socket.socket:
     return conn
 
 
-@pytest.fixture(scope="module")
-def http_server(
-    tmp_path_factory: pytest.TempPathFactory, models_dir: Path, coder_pulled: Path
-) -> Iterator[tuple[str, int]]:
-    """One background server for the API tests (their runs end one at a time, and each is
-    measured idle first): its own home and runtime folder, as conftest gives each test."""
-    home = tmp_path_factory.mktemp("cancel-home")
-    config = home / "c.toml"
-    config.write_text(CONFIG, encoding="utf-8")
-    env = {**os.environ, "CONDUCTOR_MODELS_DIR": str(models_dir), "CONDUCTOR_SERVER_AUTO": "0"}
-    for name in ("CONDUCTOR_CONFIG", "CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR"):
-        env.pop(name, None)
-    for name in ("CONFIG", "DATA", "CACHE"):
-        env[f"XDG_{name}_HOME"] = str(home / name.lower())
-    env["CONDUCTOR_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="cr-", dir="/tmp")
-    command = [sys.executable, "-m", "conductor_cli", "--config", str(config), "serve"]
-    started = subprocess.run([*command, "--detach"], env=env, capture_output=True, text=True)
-    assert started.returncode == 0, started.stderr
-    shown = subprocess.run([*command, "--status", "--json"], env=env, capture_output=True)
-    status = json.loads(shown.stdout)
-    try:
-        yield status["listening"]["tcp"], status["pid"]
-    finally:
-        subprocess.run([*command, "--stop"], env=env, capture_output=True)
-        shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
-
-
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 @pytest.mark.parametrize(
     ("path", "body"),
@@ -155,9 +154,9 @@ def http_server(
     ids=["chat", "responses", "messages"],
 )
 def test_a_hung_up_http_client_stops_the_generation(
-    http_server: tuple[str, int], path: str, body: dict[str, object], stream: bool
+    served: Served, path: str, body: dict[str, object], stream: bool
 ) -> None:
-    url, pid = http_server
+    url, pid = served.url, served.pid
     assert idle_after(pid) < 0.4  # nothing left running from the test before
     conn = _post(url, path, {"model": "conductor", "stream": stream, **body})
     try:
