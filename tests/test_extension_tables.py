@@ -155,3 +155,18 @@ def test_the_routes_are_one_table_and_a_new_route_is_one_entry() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_strategy_is_one_entry_that_parsing_and_its_error_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = Config(workers=(WorkerConfig("a", "tool:python"),))
+
+    def twice_fake(raw: str, rest: str, config: Config) -> list[str]:
+        return [f"twice:{w.name}" for w in config.workers]
+
+    kind = strategies.StrategyKind("twice", "twice", "each worker twice", twice_fake, False)
+    monkeypatch.setitem(strategies.STRATEGY_KINDS, "twice", kind)
+    assert strategies.parse_strategies("single,twice", config) == ["single:a", "twice:a"]
+    with pytest.raises(InputError, match=r"knn-router\[:vote\], oracle or twice"):
+        strategies.parse_strategies("thrice", config)

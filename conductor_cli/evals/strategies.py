@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,6 @@ from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.run.workflow import Step, Workflow
 
-BASE = ("conductor", "single", "vote", "moa", "program")
 KNN = "knn-router"
 KNN_VOTE = "knn-router:vote"
 # Derived strategies as they are named in a strategy list.
@@ -104,11 +103,11 @@ def _rounds_suffix(raw: str, suffix: str) -> str:
 
 
 def parse_strategies(text: str | None, config: Config) -> list[str]:
-    """`--strategies a,b,c`: `single` and `vote` alone mean one per worker; a conductor
-    strategy may end in `@rounds=N` (that many rounds of re-planning at most)."""
+    """`--strategies a,b,c`: each as its kind's entry in STRATEGY_KINDS expands it (`single`
+    and `vote` alone mean one per worker); a conductor strategy may end in `@rounds=N` (that
+    many rounds of re-planning at most)."""
     if not text:
         return default_strategies(config)
-    names = [w.name for w in config.workers]
     chosen: list[str] = []
     for raw in (part.strip() for part in text.split(",")):
         if not raw:
@@ -121,34 +120,97 @@ def parse_strategies(text: str | None, config: Config) -> list[str]:
             plain = parse_strategies(base, config)[0]
             chosen.append(plain + rounds)
             continue
-        kind, _, worker = raw.partition(":")
-        if kind == "program":
-            chosen += [f"program:{w}" for w in program_writers(config, worker, raw)]
-            continue
-        if kind in ("single", "vote"):
-            if not worker:
-                chosen += [f"{kind}:{n}" for n in names]
-                continue
-            if worker not in names:
-                raise InputError(
-                    f"--strategies {raw}: no worker {worker!r} in the pool "
-                    f"({', '.join(names)}); use one of them or `{kind}` for all"
-                )
-            chosen.append(raw)
-        elif raw in DERIVED:
-            chosen.append(raw)
-        elif kind == "conductor" and worker:
-            chosen.append(f"conductor:{check_conductor(worker, raw)}")
-        elif kind in ("conductor", "moa", *DERIVED) and not worker:
-            chosen.append(kind)
-        else:
-            raise InputError(
-                f"--strategies {raw}: unknown strategy; use conductor[:NAME], single[:WORKER], "
-                "vote[:WORKER], program[:WORKER], moa, router, knn-router[:vote] or oracle"
-            )
+        kind, _, rest = raw.partition(":")
+        entry = STRATEGY_KINDS.get(kind)
+        if entry is None:
+            raise _unknown(raw)
+        chosen += entry.expand(raw, rest, config)
     if not chosen:
         raise InputError("--strategies is empty; name at least one strategy")
     return list(dict.fromkeys(chosen))
+
+
+def _unknown(raw: str) -> InputError:
+    usages = [k.usage for k in STRATEGY_KINDS.values()]
+    listed = ", ".join(usages[:-1]) + " or " + usages[-1]
+    return InputError(f"--strategies {raw}: unknown strategy; use {listed}")
+
+
+def _conductor(raw: str, rest: str, config: Config) -> list[str]:
+    return [f"conductor:{check_conductor(rest, raw)}"] if rest else ["conductor"]
+
+
+def _per_worker(kind: str) -> Callable[[str, str, Config], list[str]]:
+    """`single` / `vote`: one strategy per worker, or the one worker named."""
+
+    def expand(raw: str, rest: str, config: Config) -> list[str]:
+        names = [w.name for w in config.workers]
+        if not rest:
+            return [f"{kind}:{n}" for n in names]
+        if rest not in names:
+            raise InputError(
+                f"--strategies {raw}: no worker {rest!r} in the pool "
+                f"({', '.join(names)}); use one of them or `{kind}` for all"
+            )
+        return [raw]
+
+    return expand
+
+
+def _program(raw: str, rest: str, config: Config) -> list[str]:
+    return [f"program:{w}" for w in program_writers(config, rest, raw)]
+
+
+def _alone(name: str) -> Callable[[str, str, Config], list[str]]:
+    """A strategy written as its name alone."""
+
+    def expand(raw: str, rest: str, config: Config) -> list[str]:
+        if rest:
+            raise _unknown(raw)
+        return [name]
+
+    return expand
+
+
+def _knn(raw: str, rest: str, config: Config) -> list[str]:
+    if rest not in ("", "vote"):
+        raise _unknown(raw)
+    return [KNN_VOTE if rest else KNN]
+
+
+@dataclass(frozen=True)
+class StrategyKind:
+    """One kind of strategy, everything `--strategies` knows of it in one entry (one that calls
+    models has its solver in evals/runner.SOLVERS; a test keeps the two equal)."""
+
+    name: str
+    usage: str  # how it is written, for the one-line error
+    about: str  # one line for the docs
+    expand: Callable[[str, str, Config], list[str]]  # (as written, after ':', config)
+    calls_models: bool = True  # False: computed from the `single:` results
+
+
+STRATEGY_KINDS: dict[str, StrategyKind] = {
+    k.name: k
+    for k in (
+        StrategyKind("conductor", "conductor[:NAME]", "plan, then run the plan (NAME: "
+                     "another conductor, trained or a model)", _conductor),
+        StrategyKind("single", "single[:WORKER]", "one call of a worker", _per_worker("single")),
+        StrategyKind("vote", "vote[:WORKER]", "self-consistency: samples, the majority answer",
+                     _per_worker("vote")),
+        StrategyKind("program", "program[:WORKER]", "WORKER writes a program, the python tool "
+                     "runs it", _program),
+        StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
+                     _alone("moa")),
+        StrategyKind("router", "router", "a lookup table: the best worker on the other half",
+                     _alone("router"), calls_models=False),
+        StrategyKind("knn-router", "knn-router[:vote]", "the same, per cluster of question "
+                     "embeddings", _knn, calls_models=False),
+        StrategyKind("oracle", "oracle", "any worker right: an upper bound", _alone("oracle"),
+                     calls_models=False),
+    )
+}  # fmt: skip
+BASE = tuple(k.name for k in STRATEGY_KINDS.values() if k.calls_models)
 
 
 def python_tool(config: Config) -> str | None:
