@@ -225,6 +225,11 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("/tmp/conductor-train-public"))
     parser.add_argument("--out", default="public-team")
     parser.add_argument("--max-calls", type=int)
+    parser.add_argument("--pca-dims", type=int, default=16)
+    parser.add_argument("--generations", type=int, default=60)
+    parser.add_argument(
+        "--more", default="arc-challenge=24", help="sets drawn more than --each: NAME=N,..."
+    )
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     os.environ.update(isolated_env(args.root, _config()))
@@ -235,14 +240,19 @@ def main() -> None:
 
     own = write_rows(own_rows(args.each, args.seed), args.root / "own.jsonl")
     problems = load_dataset("mixed", own, "numeric")
+    more = dict(part.split("=") for part in args.more.split(",") if part)
     for name in PUBLIC:
-        drawn = select(load_dataset(name, None, split="train"), sample=args.each, seed=args.seed)
+        n = int(more.get(name, args.each))
+        drawn = select(load_dataset(name, None, split="train"), sample=n, seed=args.seed)
         problems += [p for p in drawn]
     kinds: dict[str, int] = {}
     for p in problems:
         kinds[p.category or "?"] = kinds.get(p.category or "?", 0) + 1
     print(f"{len(problems)} training questions: {kinds}", flush=True)
-    head = HeadOptions(tasks="fixed", search="all", shapes=SHAPES, max_calls=args.max_calls)
+    head = HeadOptions(
+        tasks="fixed", search="all", shapes=SHAPES, max_calls=args.max_calls,
+        pca_dims=args.pca_dims, generations=args.generations,
+    )  # fmt: skip
     options = TrainOptions(
         name=args.out, dataset="mixed", holdout=0.0, seed=args.seed, repeats=1, head=head,
         force=True, evaluate_before=False,
