@@ -262,6 +262,16 @@ def main() -> None:
     minutes = (time.monotonic() - started) / 60
     print(f"trained {args.out} in {minutes:.1f} min", flush=True)
     (args.root / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
+    home = " ".join(
+        f"{k}={os.environ[k]}"
+        for k in (
+            "CONDUCTOR_CONFIG",
+            "CONDUCTOR_DATA_DIR",
+            "CONDUCTOR_CACHE_DIR",
+            "CONDUCTOR_MODELS_DIR",
+        )
+    )
+    print(f"its home, for `conductor eval ... --strategies conductor:{args.out},...`: {home}")
 
 
 def _show(p: object) -> None:
