@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,6 @@ from conductor_cli.server.tool_loops import ToolLoops
 # What a server asks itself once it has loaded its models: the planning prompt's state saved
 # and the trained head's features read once, so the first real run pays for neither.
 REHEARSAL = "What is 2 + 2?"
-# Each worker's tokens in the rehearsal: enough to pass every path of a step (the prompt, the
-# first decodes, a tool's run), no more: a worker told to write thousands of tokens would
-# otherwise keep `serve` from saying it is ready for as long as it writes.
-REHEARSAL_TOKENS = 64
 
 
 def _rehearse(config: Config, runtime: Runtime) -> None:
@@ -36,12 +32,10 @@ def _rehearse(config: Config, runtime: Runtime) -> None:
 
     if uses_litellm(config):
         return  # a remote call costs money
-    cap = REHEARSAL_TOKENS
-    short = tuple(replace(w, max_tokens=min(w.max_tokens, cap)) for w in config.workers)
     with contextlib.suppress(Exception):
         execute(
             REHEARSAL,
-            config=replace(config, workers=short),
+            config=config,
             options=RunOptions(cache_mode=CacheMode.OFF),
             trace=TraceOptions(enabled=False),
             runtime=runtime,
