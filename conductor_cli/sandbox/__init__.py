@@ -6,7 +6,23 @@ raises InputError on a machine that cannot confine a program's reads, writes, un
 and disk, unless CONDUCTOR_SANDBOX=unconfined says to run with what it allows.
 """
 
-from conductor_cli.sandbox.isolation import Isolation, Limits
-from conductor_cli.sandbox.runner import Outcome, Sandbox
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from conductor_cli.exports import lazy_exports
+
+# Loaded on first use: reading code blocks out of a reply (sandbox/fences.py, which eval's
+# answer readers and so the CLI's start-up import) must not load the confinement machinery.
+_EXPORTS = {
+    "Isolation": "isolation",
+    "Limits": "isolation",
+    "Outcome": "runner",
+    "Sandbox": "runner",
+}
 __all__ = ["Isolation", "Limits", "Outcome", "Sandbox"]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from conductor_cli.sandbox.isolation import Isolation, Limits
+    from conductor_cli.sandbox.runner import Outcome, Sandbox
