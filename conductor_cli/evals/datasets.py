@@ -60,12 +60,13 @@ def load_mixed(path: Path, scorer: str) -> list[Problem]:
     all of them: each line is a humaneval, mcq or qa line (the keys above) with "dataset"
     naming which; a qa line may give its own "scorer" (else `scorer`)."""
     _check_scorer(scorer, "--scorer")
+    kinds = line_kinds()
 
     def kind_of(row: dict[str, Any], where: str) -> tuple[str, str]:
         kind = row.get("dataset")
-        if kind not in line_kinds():
+        if kind not in kinds:
             raise InputError(
-                f"{where}: 'dataset' must be one of {', '.join(line_kinds())}, got {kind!r}; "
+                f"{where}: 'dataset' must be one of {', '.join(kinds)}, got {kind!r}; "
                 "say which kind of problem the line holds."
             )
         if kind != "qa":

@@ -324,9 +324,10 @@ class _Setup:
                 f"{len(names)} workers): later rounds are learned by the shape head only; train "
                 "one round, or a pool whose shapes the shape head takes (--policy shapes)"
             )
-        shapes = candidate_shapes(names, c.max_steps, head.search, policy)
         if head.shapes:
             shapes = chosen_shapes(head.shapes, names, c.max_steps, policy)
+        else:
+            shapes = candidate_shapes(names, c.max_steps, head.search, policy)
         training, held_out = split_problems(problems, options, held_out_ids)
         meta = {
             "dataset": options.dataset,
