@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conductor_cli.api import RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config, with_conductor
@@ -20,6 +20,9 @@ from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.openai_shapes import MODEL, BadRequest
 from conductor_cli.server.tool_loops import ToolLoops
+
+if TYPE_CHECKING:
+    from conductor_cli.server.routes import Exchange
 
 
 def trained_names() -> list[str]:
@@ -86,7 +89,7 @@ def run_turn(
 
 
 def serve_turn(
-    handler: Any, request: Any, api: str, on_event: Subscriber | None, seed: int | None = None
+    handler: Exchange, request: Any, api: str, on_event: Subscriber | None, seed: int | None = None
 ) -> RunResult:
     """One parsed request of any of the three APIs (its model, question, attachments, agent
     turn and tool types) run for `handler`'s client: a hang-up cancels it, and the tool types it
