@@ -6,8 +6,9 @@
    the project's own engine (cache, retries, parallel steps), and score each answer with
    eval's scorers: the reward table. Each run is appended to a checkpoint as it finishes, so
    an interrupted run resumes where it stopped.
-4. Evolve a linear head over the PCA-reduced hidden states with sep-CMA-ES to maximize the
-   mean reward of the shapes it picks.
+4. Fit a linear head over the PCA-reduced hidden states to maximize the mean reward of the
+   shapes it picks: sep-CMA-ES's evolution or a regularized softmax policy, whichever does
+   better on questions it did not see (train/head_fit.py).
 5. Score the untrained conductor and the trained one on the held-out questions through the
    planning path `ask` uses (the trained one: shape from the head, tasks from the conductor).
 """
@@ -50,7 +51,8 @@ from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
-from conductor_cli.train.head import best_fixed_shape, evolve, fit_pca
+from conductor_cli.train.head import best_fixed_shape, fit_pca
+from conductor_cli.train.head_fit import HeadFit, fit_head
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
 from conductor_cli.train.rewards import Job, RewardRuns
@@ -362,6 +364,7 @@ class _Fitted:
     head: Head | StepHead
     picks: np.ndarray
     curve: list[dict[str, float]]
+    choice: HeadFit | None = None  # the shape head's fits and the one kept
 
 
 @dataclass
@@ -491,9 +494,12 @@ class _HeadTraining:
             )
             picks = index.columns(plan_steps(inputs, step_weights, moves))
         else:
-            weights = evolve(inputs, target, **common)
-            head = replace(head0, weights=weights)
-            picks = np.argmax(inputs @ weights, axis=1)
+            members = [i for i, s in enumerate(shapes) if len(s.workers) == 1 and not s.words]
+            kinds = [p.category or "" for p in self.setup.training]
+            choice = fit_head(inputs, target, kinds=kinds, members=members, **common)
+            head = replace(head0, weights=choice.weights)
+            picks = np.argmax(inputs @ choice.weights, axis=1)
+            return _Fitted(head, picks, curve, choice)
         return _Fitted(head, picks, curve)
 
     def evaluate_after(self, record: dict[str, Any], runs: RewardRuns) -> None:
@@ -720,6 +726,7 @@ def _record(
             "head_train_reward": round(float(picked.mean()), 4),
             "oracle_train_reward": round(float(table.max(axis=1).mean()), 4),
         },
+        **({"fit": fitted.choice.to_dict()} if fitted.choice is not None else {}),
         **({"round_table": round_part} if round_part else {}),
         "curve": fitted.curve,
         "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
