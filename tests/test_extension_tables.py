@@ -4,27 +4,39 @@ exactly what the layer that parses the name accepts, and the code dispatches thr
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
 
 from conductor_cli import train
 from conductor_cli.backends.llamacpp import LlamaModels
+from conductor_cli.config import load_config
 from conductor_cli.config.settings import Config, WorkerConfig
-from conductor_cli.errors import InputError
-from conductor_cli.evals import runner, strategies
+from conductor_cli.errors import ConfigError, InputError
+from conductor_cli.evals import strategies
+from conductor_cli.evals.records import Problem, Result
+from conductor_cli.evals.runner import run_eval
+from conductor_cli.evals.store import ResultStore
 from conductor_cli.models.catalog import load_catalog
-from conductor_cli.models.spec import TOOLS, Kind
+from conductor_cli.models.spec import Kind
 from conductor_cli.run import pool
+from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.testing.fake_backend import FakeBackend
-from conductor_cli.tools import BUILTIN
+from conductor_cli.tools import (
+    BUILTIN,
+    BuiltinTool,
+    default_description,
+    tool_backend,
+    tool_version,
+)
 from conductor_cli.train.session import TrainOptions
 
 
 def test_each_table_names_what_its_parser_accepts() -> None:
     assert set(pool.BACKENDS) == set(get_args(Kind))
-    assert tuple(BUILTIN) == TOOLS
-    assert set(runner.SOLVERS) == set(strategies.BASE)
+    assert all(k.solve or k.derive for k in strategies.STRATEGY_KINDS.values())
     assert train.METHODS == tuple(train.TRAINERS) == ("head", "expert-iteration", "grpo")
 
 
@@ -157,16 +169,64 @@ def test_the_routes_are_one_table_and_a_new_route_is_one_entry() -> None:
         server.server_close()
 
 
-def test_a_strategy_is_one_entry_that_parsing_and_its_error_read(
-    monkeypatch: pytest.MonkeyPatch,
+def solve_twice_fake(solver: Any, strategy: str, problem: Problem) -> Result:
+    """A base strategy for the test below: the worker answers, then answers again."""
+    worker = strategy.partition(":")[2]
+    steps = (Step(worker, "Answer."), Step(worker, "Answer again."))
+    return solver.scored(strategy, problem, Workflow(steps))
+
+
+def test_a_strategy_is_one_entry_that_parsing_its_error_and_the_eval_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = Config(workers=(WorkerConfig("a", "tool:python"),))
 
     def twice_fake(raw: str, rest: str, config: Config) -> list[str]:
         return [f"twice:{w.name}" for w in config.workers]
 
-    kind = strategies.StrategyKind("twice", "twice", "each worker twice", twice_fake, False)
-    monkeypatch.setitem(strategies.STRATEGY_KINDS, "twice", kind)
-    assert strategies.parse_strategies("single,twice", config) == ["single:a", "twice:a"]
-    with pytest.raises(InputError, match=r"knn-router\[:vote\], oracle or twice"):
+    def first_right_fake(inputs: strategies.Derivation, strategy: str) -> list[Result]:
+        return [
+            replace(inputs.singles[("single:a", p.id)], strategy=strategy) for p in inputs.problems
+        ]
+
+    solve = f"{__name__}:solve_twice_fake"
+    twice = strategies.StrategyKind("twice", "twice", "each worker twice", twice_fake, solve)
+    derived = strategies.StrategyKind(
+        "first", "first", "the first worker", strategies._alone("first"), derive=first_right_fake
+    )
+    monkeypatch.setitem(strategies.STRATEGY_KINDS, "twice", twice)
+    monkeypatch.setitem(strategies.STRATEGY_KINDS, "first", derived)
+    chosen = strategies.parse_strategies("twice,first", config)
+    assert chosen == ["twice:a", "first"]
+    with pytest.raises(InputError, match=r"oracle, twice or first"):
         strategies.parse_strategies("thrice", config)
+    question = "What does this print?\n```python\nprint(6 * 7)\n```"
+    problems = [Problem("p0", "qa", question, "42", scorer="numeric")]
+    store = ResultStore(tmp_path / "r.jsonl", {"test": "twice"})
+    run = run_eval(problems, chosen, config, store, dataset="qa")
+    by = {r.strategy: r for r in run.results}
+    assert set(by) == {"twice:a", "first"}, by
+    assert by["twice:a"].correct and by["twice:a"].model_calls == 2, by["twice:a"]
+    assert by["first"].correct and store.get("single:a", "p0") is not None
+
+
+def make_echo_fake(config: Config) -> Any:
+    """The maker of the test tool below (a fake: it answers one fixed line)."""
+    return FakeBackend("echoed")
+
+
+def test_a_tool_is_one_entry_that_the_config_check_the_pool_and_the_conductor_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[[workers]]\nname = "e"\nmodel = "tool:echo"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="the tools are tool:python"):
+        load_config(path)
+    echo = BuiltinTool("echo", "repeats what it is sent", 1, f"{__name__}:make_echo_fake")
+    monkeypatch.setitem(BUILTIN, "echo", echo)
+    config = load_config(path)
+    worker = config.workers[0]
+    assert default_description(worker.spec) == "repeats what it is sent"
+    assert tool_version("echo") == 1
+    backend = tool_backend("echo", config, "workers[0]")
+    assert isinstance(backend, FakeBackend)

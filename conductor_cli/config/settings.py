@@ -13,7 +13,8 @@ from typing import Any
 from conductor_cli.disk import paths
 from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConfigError
-from conductor_cli.models.spec import TOOLS, ModelSpec
+from conductor_cli.models.builtin_tools import tool_names
+from conductor_cli.models.spec import ModelSpec
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
@@ -395,11 +396,12 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
             "SERVER a table [mcp_servers.SERVER].",
         )
     elif w.spec.tool:
+        tools = tool_names()
         _require(
-            w.spec.name in TOOLS,
+            w.spec.name in tools,
             f"{where}.model",
             f"{w.model!r}: no such tool; the tools are "
-            f"{', '.join('tool:' + t for t in TOOLS)}.{_did_you_mean(w.spec.name, TOOLS)}",
+            f"{', '.join('tool:' + t for t in tools)}.{_did_you_mean(w.spec.name, tools)}",
         )
     _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
     _require(

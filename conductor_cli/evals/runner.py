@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,9 +18,8 @@ from conductor_cli.evals import scoring
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import (
-    DERIVED,
-    KNN,
-    KNN_VOTE,
+    STRATEGY_KINDS,
+    Derivation,
     Settings,
     base_strategies,
     conductor_config,
@@ -27,14 +27,11 @@ from conductor_cli.evals.strategies import (
     majority,
     moa_proposers,
     moa_workflow,
-    oracle_results,
     program_workflow,
-    router_results,
     single_workflow,
     strategy_kind,
     trace_id,
     vote_config,
-    voters,
 )
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
@@ -55,7 +52,7 @@ class EvalRun:
     computed: int
 
 
-class _Solver:
+class Solver:
     """Runs one base strategy on one problem through the library's `execute`."""
 
     def __init__(
@@ -106,72 +103,32 @@ class _Solver:
             return failed(strategy, problem, e, time.monotonic() - start)
 
     def _solve(self, strategy: str, problem: Problem) -> Result:
-        return SOLVERS[strategy_kind(strategy)](self, strategy, problem)
-
-    def _conductor(self, strategy: str, problem: Problem) -> Result:
-        run = self._execute(
-            problem,
-            conductor_config(self.config, strategy),
-            trace=TraceOptions(extra={"eval": {"dataset": self.dataset, "problem_id": problem.id}}),
+        module, _, name = STRATEGY_KINDS[strategy_kind(strategy)].solve.partition(":")
+        solve: Callable[[Solver, str, Problem], Result] = getattr(
+            importlib.import_module(module), name
         )
-        correct, extracted, detail = scoring.score(problem, run.answer, self.sandbox)
-        detail["trained"] = self.trained[strategy]
-        detail["trace"] = trace_id(run.trace_path)
-        detail["steps"] = len(run.workflow.steps)
-        detail["shape"] = run.workflow.shape
-        detail["rounds"] = 1 + len(run.rounds)
-        if run.trace_path is not None:
-            annotate_trace(
-                run.trace_path,
-                "eval",
-                {
-                    "dataset": self.dataset,
-                    "problem_id": problem.id,
-                    "strategy": strategy,
-                    "correct": correct,
-                    "reward": 1.0 if correct else 0.0,
-                },
-            )
-        return self._result(strategy, problem, [run], 0, (correct, extracted, detail))
+        return solve(self, strategy, problem)
 
-    def _single(self, strategy: str, problem: Problem) -> Result:
-        worker = strategy.partition(":")[2]
-        return self._scored(strategy, problem, single_workflow(worker))
+    def execute(
+        self,
+        problem: Problem,
+        config: Config | None = None,
+        *,
+        workflow: Workflow | None = None,
+        trace: TraceOptions = NO_TRACE,
+        seed: int | None = None,
+    ) -> RunResult:
+        """One run of `problem` through the library, with this eval's cache mode and runtime
+        (`config` and `workflow`: another than the eval's, e.g. a baseline's)."""
+        return self._execute(problem, config, workflow=workflow, trace=trace, seed=seed)
 
-    def _program(self, strategy: str, problem: Problem) -> Result:
-        worker = strategy.partition(":")[2]
-        return self._scored(strategy, problem, program_workflow(self.config, worker))
-
-    def _moa(self, strategy: str, problem: Problem) -> Result:
-        names = moa_proposers(self.config)
-        wf = moa_workflow(names, self.settings.moa_layers, self.settings.aggregator or names[0])
-        return self._scored(strategy, problem, wf)
-
-    def _scored(self, strategy: str, problem: Problem, workflow: Workflow) -> Result:
+    def scored(self, strategy: str, problem: Problem, workflow: Workflow) -> Result:
+        """`workflow` run on `problem`, scored: a base strategy with a fixed workflow."""
         run = self._execute(problem, workflow=workflow)
         scored = scoring.score(problem, run.answer, self.sandbox)
-        return self._result(strategy, problem, [run], 0, scored)
+        return self.result(strategy, problem, [run], 0, scored)
 
-    def _vote(self, strategy: str, problem: Problem) -> Result:
-        worker = strategy.partition(":")[2]
-        config = vote_config(self.config, worker, self.settings.vote_temperature)
-        runs = [
-            self._execute(
-                problem,
-                config,
-                workflow=single_workflow(worker),
-                seed=self.settings.seed + 7919 * (k + 1),
-            )
-            for k in range(self.settings.vote_n)
-        ]
-        keys = [scoring.key(problem, r.answer) for r in runs]
-        pick = majority(keys)
-        scored = scoring.score(problem, runs[pick].answer, self.sandbox)
-        scored[2]["votes"] = sum(1 for k in keys if k and k == keys[pick])
-        scored[2]["samples"] = len(runs)
-        return self._result(strategy, problem, runs, pick, scored)
-
-    def _result(
+    def result(
         self,
         strategy: str,
         problem: Problem,
@@ -179,6 +136,7 @@ class _Solver:
         pick: int,
         scored: tuple[bool, str, dict[str, Any]],
     ) -> Result:
+        """The stored result of `runs` (the answer of `runs[pick]`; the usage of all)."""
         usage = _Usage.of(runs[0], self.config, self.runtime.litellm.rates)
         for run in runs[1:]:
             usage = usage + _Usage.of(run, self.config, self.runtime.litellm.rates)
@@ -199,15 +157,70 @@ class _Solver:
         )
 
 
-# One entry per base strategy (evals/strategies.BASE names the same; a test keeps them
-# equal): a new strategy that calls models is its parsing in strategies.py and one line here.
-SOLVERS: dict[str, Callable[[_Solver, str, Problem], Result]] = {
-    "conductor": _Solver._conductor,
-    "single": _Solver._single,
-    "vote": _Solver._vote,
-    "moa": _Solver._moa,
-    "program": _Solver._program,
-}
+# The base strategies' solvers, each named by its entry in evals/strategies.STRATEGY_KINDS.
+
+
+def solve_conductor(solver: Solver, strategy: str, problem: Problem) -> Result:
+    run = solver.execute(
+        problem,
+        conductor_config(solver.config, strategy),
+        trace=TraceOptions(extra={"eval": {"dataset": solver.dataset, "problem_id": problem.id}}),
+    )
+    correct, extracted, detail = scoring.score(problem, run.answer, solver.sandbox)
+    detail["trained"] = solver.trained[strategy]
+    detail["trace"] = trace_id(run.trace_path)
+    detail["steps"] = len(run.workflow.steps)
+    detail["shape"] = run.workflow.shape
+    detail["rounds"] = 1 + len(run.rounds)
+    if run.trace_path is not None:
+        annotate_trace(
+            run.trace_path,
+            "eval",
+            {
+                "dataset": solver.dataset,
+                "problem_id": problem.id,
+                "strategy": strategy,
+                "correct": correct,
+                "reward": 1.0 if correct else 0.0,
+            },
+        )
+    return solver.result(strategy, problem, [run], 0, (correct, extracted, detail))
+
+
+def solve_single(solver: Solver, strategy: str, problem: Problem) -> Result:
+    worker = strategy.partition(":")[2]
+    return solver.scored(strategy, problem, single_workflow(worker))
+
+
+def solve_program(solver: Solver, strategy: str, problem: Problem) -> Result:
+    worker = strategy.partition(":")[2]
+    return solver.scored(strategy, problem, program_workflow(solver.config, worker))
+
+
+def solve_moa(solver: Solver, strategy: str, problem: Problem) -> Result:
+    names = moa_proposers(solver.config)
+    wf = moa_workflow(names, solver.settings.moa_layers, solver.settings.aggregator or names[0])
+    return solver.scored(strategy, problem, wf)
+
+
+def solve_vote(solver: Solver, strategy: str, problem: Problem) -> Result:
+    worker = strategy.partition(":")[2]
+    config = vote_config(solver.config, worker, solver.settings.vote_temperature)
+    runs = [
+        solver.execute(
+            problem,
+            config,
+            workflow=single_workflow(worker),
+            seed=solver.settings.seed + 7919 * (k + 1),
+        )
+        for k in range(solver.settings.vote_n)
+    ]
+    keys = [scoring.key(problem, r.answer) for r in runs]
+    pick = majority(keys)
+    scored = scoring.score(problem, runs[pick].answer, solver.sandbox)
+    scored[2]["votes"] = sum(1 for k in keys if k and k == keys[pick])
+    scored[2]["samples"] = len(runs)
+    return solver.result(strategy, problem, runs, pick, scored)
 
 
 @dataclass(frozen=True)
@@ -266,15 +279,12 @@ def run_eval(
     """Every chosen strategy on every problem; results already in `store` are reused."""
     settings = settings or Settings()
     base = base_strategies(strategies, config)
-    planned = any(strategy_kind(s) == "conductor" for s in base)
-    # The one download step, before any check or run (knn-router embeds with the conductor).
-    pull_models_for(
-        config, load_catalog(), conductor=planned or KNN in strategies or KNN_VOTE in strategies
-    )
-    if KNN in strategies or KNN_VOTE in strategies:
-        from conductor_cli.evals.knn import embedding_gguf
-
-        embedding_gguf(config)  # a missing or damaged model fails now, not after every call
+    kinds = [STRATEGY_KINDS[k] for k in dict.fromkeys(map(strategy_kind, [*strategies, *base]))]
+    # The one download step, before any check or run.
+    pull_models_for(config, load_catalog(), conductor=any(k.uses_conductor for k in kinds))
+    for kind in kinds:
+        if kind.check is not None:
+            kind.check(config)  # a missing or damaged model fails now, not after every call
     todo: list[tuple[str, Problem]] = []
     resumed = 0
     trained = {s: trained_identity(config, s) for s in base if strategy_kind(s) == "conductor"}
@@ -292,7 +302,7 @@ def run_eval(
     if sandbox is None and any(p.kind == "code" for p in problems):
         sandbox = Sandbox()
     runtime = Runtime(config)
-    solver = _Solver(
+    solver = Solver(
         config,
         settings,
         dataset,
@@ -354,33 +364,13 @@ def collect(
         for p in problems
         if (r := store.get(f"single:{w}", p.id)) is not None
     }
-    choices: dict[str, Any] | None = None  # knn-router's picks, shared by both variants
+    inputs = Derivation(problems, singles, store.get, config, settings, {})
     out: list[Result] = []
     for s in strategies:
-        if s == "router":
-            out += router_results(problems, singles, workers, settings.seed)
-        elif s in (KNN, KNN_VOTE):
-            from conductor_cli.evals import knn
-
-            if choices is None:
-                embeddings = knn.embed_problems(config, problems)
-                choices = knn.route(
-                    problems, embeddings, singles, workers, settings.seed, settings.knn_clusters
-                )
-            stored = singles
-            if s == KNN_VOTE:
-                voting = set(voters(config))  # a tool's vote is its single result
-                stored = {
-                    (f"vote:{w}", p.id): r
-                    for w in workers
-                    for p in problems
-                    if (r := store.get(f"{'vote' if w in voting else 'single'}:{w}", p.id))
-                    is not None
-                }
-            out += knn.knn_router_results(s, problems, choices, stored)
-        elif s == "oracle":
-            out += oracle_results(problems, singles, workers)
-        elif s not in DERIVED:
+        derive = STRATEGY_KINDS[strategy_kind(s)].derive
+        if derive is not None:
+            out += derive(inputs, s)
+        else:
             out += [r for p in problems if (r := store.get(s, p.id)) is not None]
     return out
 

@@ -28,8 +28,6 @@ from conductor_cli.run.workflow import Step, Workflow
 
 KNN = "knn-router"
 KNN_VOTE = "knn-router:vote"
-# Derived strategies as they are named in a strategy list.
-DERIVED = ("router", KNN, KNN_VOTE, "oracle")
 
 
 @dataclass(frozen=True)
@@ -179,38 +177,102 @@ def _knn(raw: str, rest: str, config: Config) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Derivation:
+    """What a derived strategy reads: the eval's problems, every worker's `single:` results
+    (keyed by strategy and problem id), the result store (for other stored strategies), and a
+    dict the derived strategies of one eval share (knn-router's picks, made once for both)."""
+
+    problems: Sequence[Problem]
+    singles: Mapping[tuple[str, str], Result]
+    stored: Callable[[str, str], Result | None]  # (strategy, problem id) -> its result
+    config: Config
+    settings: Settings
+    shared: dict[str, Any]
+
+    @property
+    def workers(self) -> list[str]:
+        return [w.name for w in self.config.workers]
+
+
+@dataclass(frozen=True)
 class StrategyKind:
-    """One kind of strategy, everything `--strategies` knows of it in one entry (one that calls
-    models has its solver in evals/runner.SOLVERS; a test keeps the two equal)."""
+    """One kind of strategy, everything an eval knows of it in one entry: how it is written
+    and expanded, and how it is answered: `solve` for one that calls models ("module:function",
+    a function of (evals/runner.Solver, strategy, problem) -> Result, imported when first
+    used), or `derive` for one computed from the stored results of others."""
 
     name: str
     usage: str  # how it is written, for the one-line error
     about: str  # one line for the docs
     expand: Callable[[str, str, Config], list[str]]  # (as written, after ':', config)
-    calls_models: bool = True  # False: computed from the `single:` results
+    solve: str = ""
+    derive: Callable[[Derivation, str], list[Result]] | None = None  # (inputs, strategy)
+    uses_conductor: bool = False  # its model is downloaded before the eval starts
+    check: Callable[[Config], None] | None = None  # fails before any run, e.g. a bad model
+
+    @property
+    def calls_models(self) -> bool:
+        return self.derive is None
 
 
+def _router(d: Derivation, strategy: str) -> list[Result]:
+    return router_results(d.problems, d.singles, d.workers, d.settings.seed)
+
+
+def _oracle(d: Derivation, strategy: str) -> list[Result]:
+    return oracle_results(d.problems, d.singles, d.workers)
+
+
+def _knn_router(d: Derivation, strategy: str) -> list[Result]:
+    from conductor_cli.evals import knn
+
+    if "knn" not in d.shared:
+        embeddings = knn.embed_problems(d.config, d.problems)
+        d.shared["knn"] = knn.route(
+            d.problems, embeddings, d.singles, d.workers, d.settings.seed, d.settings.knn_clusters
+        )
+    results = d.singles
+    if strategy == KNN_VOTE:
+        voting = set(voters(d.config))  # a tool's vote is its single result
+        results = {
+            (f"vote:{w}", p.id): r
+            for w in d.workers
+            for p in d.problems
+            if (r := d.stored(f"{'vote' if w in voting else 'single'}:{w}", p.id)) is not None
+        }
+    return knn.knn_router_results(strategy, d.problems, d.shared["knn"], results)
+
+
+def _check_embedding(config: Config) -> None:
+    from conductor_cli.evals.knn import embedding_gguf
+
+    embedding_gguf(config)
+
+
+_SOLVERS = "conductor_cli.evals.runner:solve_"
 STRATEGY_KINDS: dict[str, StrategyKind] = {
     k.name: k
     for k in (
         StrategyKind("conductor", "conductor[:NAME]", "plan, then run the plan (NAME: "
-                     "another conductor, trained or a model)", _conductor),
-        StrategyKind("single", "single[:WORKER]", "one call of a worker", _per_worker("single")),
+                     "another conductor, trained or a model)", _conductor, _SOLVERS + "conductor",
+                     uses_conductor=True),
+        StrategyKind("single", "single[:WORKER]", "one call of a worker", _per_worker("single"),
+                     _SOLVERS + "single"),
         StrategyKind("vote", "vote[:WORKER]", "self-consistency: samples, the majority answer",
-                     _per_worker("vote")),
+                     _per_worker("vote"), _SOLVERS + "vote"),
         StrategyKind("program", "program[:WORKER]", "WORKER writes a program, the python tool "
-                     "runs it", _program),
+                     "runs it", _program, _SOLVERS + "program"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
-                     _alone("moa")),
+                     _alone("moa"), _SOLVERS + "moa"),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
-                     _alone("router"), calls_models=False),
+                     _alone("router"), derive=_router),
         StrategyKind("knn-router", "knn-router[:vote]", "the same, per cluster of question "
-                     "embeddings", _knn, calls_models=False),
+                     "embeddings", _knn, derive=_knn_router, uses_conductor=True,
+                     check=_check_embedding),  # it embeds with the conductor's model
         StrategyKind("oracle", "oracle", "any worker right: an upper bound", _alone("oracle"),
-                     calls_models=False),
+                     derive=_oracle),
     )
 }  # fmt: skip
-BASE = tuple(k.name for k in STRATEGY_KINDS.values() if k.calls_models)
 
 
 def python_tool(config: Config) -> str | None:
@@ -292,8 +354,9 @@ def trained_notes(config: Config, strategies: Sequence[str]) -> list[str]:
 def base_strategies(strategies: Sequence[str], config: Config) -> list[str]:
     """The strategies that call models; the derived ones need every worker's `single:`, and
     `knn-router:vote` every worker's `vote:` (which worker it takes varies by problem)."""
-    needed = [s for s in strategies if strategy_kind(s) in BASE]
-    if any(s in DERIVED for s in strategies):
+    calls = {s: STRATEGY_KINDS[strategy_kind(s)].calls_models for s in strategies}
+    needed = [s for s in strategies if calls[s]]
+    if not all(calls.values()):
         needed += [f"single:{w.name}" for w in config.workers]
     if KNN_VOTE in strategies:
         needed += [f"vote:{n}" for n in voters(config)]

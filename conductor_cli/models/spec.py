@@ -19,8 +19,6 @@ TOOL_PREFIX = "tool:"
 MCP_PREFIX = "mcp:"
 
 Kind = Literal["gguf", "litellm", "tool", "mcp"]
-# The built-in tools a worker can be (conductor_cli/tools).
-TOOLS = ("python",)
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,23 @@ so the engine asks it with seed 0 and the cache keys it by its input alone.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Backend
 from conductor_cli.errors import ConfigError
-from conductor_cli.models.spec import TOOLS, ModelSpec
+from conductor_cli.models.builtin_tools import BUILTIN, BuiltinTool, tool_names
+from conductor_cli.models.spec import ModelSpec
+
+__all__ = [
+    "BUILTIN",
+    "BuiltinTool",
+    "default_description",
+    "mcp_backend",
+    "tool_backend",
+    "tool_version",
+]
 
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
@@ -30,44 +40,6 @@ def default_description(spec: ModelSpec) -> str:
     return tool.description if tool is not None else ""
 
 
-def _python(config: Config) -> Backend:
-    from conductor_cli.tools.python_tool import PythonTool, limits_of
-
-    return PythonTool(limits_of(config.sandbox), tool_version("python"))
-
-
-@dataclass(frozen=True)
-class BuiltinTool:
-    """One built-in tool, everything about it in one entry."""
-
-    name: str  # as `tool:NAME` names it
-    # What the conductor reads about a tool worker whose config gives no description.
-    description: str
-    # Its behaviour version: what its runs give can change with conductor's own code, so the
-    # version is part of every cache key of its runs (its fingerprint) and of every reward
-    # measured with it (policy/registry.worker_fingerprint). python: 3, reads, unix sockets,
-    # memory and disk confined; 4, a bare block after a ```python one is its output shown,
-    # not the program.
-    version: int
-    make: Callable[[Config], Backend]
-
-
-# One entry per built-in tool (models/spec.TOOLS lists the same names for the config's check,
-# below this package; a test keeps the two equal): a new tool is a module here and one entry.
-BUILTIN: dict[str, BuiltinTool] = {
-    t.name: t
-    for t in (
-        BuiltinTool(
-            "python",
-            "a Python interpreter: runs the Python program in the steps it sees (or in its "
-            "task) and returns what the program printed; it cannot read English",
-            4,
-            _python,
-        ),
-    )
-}
-
-
 def tool_version(name: str) -> int:
     """A built-in tool's behaviour version (0: no such tool)."""
     tool = BUILTIN.get(name)
@@ -77,8 +49,10 @@ def tool_version(name: str) -> int:
 def tool_backend(name: str, config: Config, where: str) -> Backend:
     tool = BUILTIN.get(name)
     if tool is None:
-        raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(TOOLS)}")
-    return tool.make(config)
+        raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(tool_names())}")
+    module, _, function = tool.make.partition(":")
+    make: Callable[[Config], Backend] = getattr(importlib.import_module(module), function)
+    return make(config)
 
 
 def mcp_backend(spec: ModelSpec, config: Config, where: str) -> Backend:

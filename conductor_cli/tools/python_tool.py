@@ -11,11 +11,15 @@ from __future__ import annotations
 import ast
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
+
+if TYPE_CHECKING:
+    from conductor_cli.config.settings import Config
 
 OUTPUT_MB = 1  # what a program prints is cut here (file_mb); the rest is the config's [sandbox]
 
@@ -147,3 +151,10 @@ class PythonTool:
             cost=0.0,
             confinement=confinement,
         )
+
+
+def make(config: Config) -> PythonTool:
+    """The tool of models/builtin_tools.BUILTIN["python"], with the config's [sandbox] limits."""
+    from conductor_cli.tools import tool_version
+
+    return PythonTool(limits_of(config.sandbox), tool_version("python"))
