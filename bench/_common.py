@@ -64,6 +64,18 @@ def isolated_env(root: Path, config: str | None = SMOLLM2_ALONE) -> dict[str, st
     return env
 
 
+def team_config(conductor: str) -> str:
+    """The embedded default team word for word (each worker's description too: a head reads
+    them), planned by the conductor `conductor` (a catalog model or a trained conductor)."""
+    from conductor_cli.config.settings import TEAM, WorkerConfig
+
+    def worker(w: WorkerConfig) -> str:
+        said = f'description = "{w.description}"\n' if w.description else ""
+        return f'[[workers]]\nname = "{w.name}"\nmodel = "{w.model}"\n{said}'
+
+    return f'[conductor]\nmodel = "{conductor}"\n\n' + "\n".join(map(worker, TEAM.workers))
+
+
 def temp_root() -> Path:
     return Path(tempfile.mkdtemp(prefix="conductor-bench-"))
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import time
 import unicodedata
 from collections import Counter
 from pathlib import Path
 
-from _common import CONDUCTOR, REPO, isolated_env, temp_root, timed, wilson
+from _common import CONDUCTOR, REPO, isolated_env, team_config, temp_root, timed, wilson
 
 from conductor_cli.config.starter import starter_config
 
@@ -67,9 +68,13 @@ def repeated_line(reply: str) -> bool:
     return any(n >= 3 for n in lines.values())
 
 
-def run(name: str, config: str | None, rows: list[dict], root: Path) -> dict:
+def run(
+    name: str, config: str | None, rows: list[dict], root: Path, trained: Path | None = None
+) -> dict:
     (root / name).mkdir(parents=True, exist_ok=True)
     env = isolated_env(root / name, config)
+    if trained is not None:  # the trained conductor, where the config's conductor.model finds it
+        shutil.copytree(trained, root / name / "data" / "conductors" / trained.name)
     oks, lengths, seconds, loops, answers = [], [], [], [], []
     for row in rows:
         got = timed([CONDUCTOR, "ask", row["question"]], env)
@@ -97,6 +102,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="", help="comma-separated candidates")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--trained",
+        type=Path,
+        action="append",
+        default=[],
+        help="a trained conductor's folder (DATA_DIR/conductors/NAME): a candidate NAME, the "
+        "embedded default team planned by it",
+    )
     args = parser.parse_args()
     rows = [json.loads(x) for x in QUESTIONS.read_text(encoding="utf-8").splitlines()]
     only = [c for c in args.only.split(",") if c]
@@ -108,6 +121,10 @@ def main() -> None:
         start = time.monotonic()
         out[name] = run(name, config, rows, root)
         print(f"{name}: {time.monotonic() - start:.0f} s", flush=True)
+    for folder in args.trained:
+        start = time.monotonic()
+        out[folder.name] = run(folder.name, team_config(folder.name), rows, root, folder)
+        print(f"{folder.name}: {time.monotonic() - start:.0f} s", flush=True)
     (root / "report.json").write_text(json.dumps(out, indent=1), encoding="utf-8")
     if args.json:
         print(json.dumps(out, indent=1))

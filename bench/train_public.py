@@ -32,10 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from _common import REPO, isolated_env, write_rows
-from team_questions import everyday, facts, trivia
+from _common import REPO, isolated_env, split_by_kind, team_config, write_rows
+from team_questions import KINDS, everyday, facts, kind_of, questions, row_id, trivia
 
-from conductor_cli.config.settings import DEFAULT_MODEL, TEAM, WorkerConfig
+from conductor_cli.config.settings import DEFAULT_MODEL
 
 PUBLIC = ("arc-challenge", "bbh:object_counting", "bbh:date_understanding")
 # The workflows the head chooses among, and in what words (policy/words.py): a member alone;
@@ -209,13 +209,16 @@ def own_rows(each: int, seed: int) -> list[dict]:
     return rows
 
 
-def _config() -> str:
-    def worker(w: WorkerConfig) -> str:
-        said = f'description = "{w.description}"\n' if w.description else ""
-        return f'[[workers]]\nname = "{w.name}"\nmodel = "{w.model}"\n{said}'
-
-    # The head reads each worker's description: a head to ship is trained on exactly its pool.
-    return f'[conductor]\nmodel = "{DEFAULT_MODEL}"\n\n' + "\n".join(map(worker, TEAM.workers))
+def team_rows() -> list[dict]:
+    """The training half of `bench/prove_team.py --coder 1.5b --trivia --each 12` (seed 0), each
+    row with its kind as its category; not its letter counts (their words may be those of
+    bench/data/letters.jsonl, held out here). Its held-out half stays held out: the README's
+    comparison with the shipped coder-team-1.5b is measured there."""
+    kinds = (*KINDS, "trivia")
+    train, _ = split_by_kind(
+        questions(12, 0, kinds), kinds, lambda r: kind_of(row_id(r)), random.Random(0)
+    )
+    return [{**r, "category": kind_of(row_id(r))} for r in train if kind_of(row_id(r)) != "count"]
 
 
 def main() -> None:
@@ -230,15 +233,25 @@ def main() -> None:
     parser.add_argument(
         "--more", default="arc-challenge=24", help="sets drawn more than --each: NAME=N,..."
     )
+    parser.add_argument(
+        "--team-kinds",
+        action="store_true",
+        help="also the training half of `bench/prove_team.py --coder 1.5b --trivia --each 12` "
+        "(what the shipped coder-team-1.5b trained on; its letter counts aside), instead of the "
+        "facts, trivia and everyday questions here",
+    )
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
-    os.environ.update(isolated_env(args.root, _config()))
+    os.environ.update(isolated_env(args.root, team_config(DEFAULT_MODEL)))
 
     from conductor_cli.config import load_config
     from conductor_cli.evals import load_dataset, select
     from conductor_cli.train import HeadOptions, TrainOptions, train
 
-    own = write_rows(own_rows(args.each, args.seed), args.root / "own.jsonl")
+    rows = own_rows(args.each, args.seed)
+    if args.team_kinds:
+        rows = [r for r in rows if r["category"] in ("wordmath", "letters")] + team_rows()
+    own = write_rows(rows, args.root / "own.jsonl")
     problems = load_dataset("mixed", own, "numeric")
     more = dict(part.split("=") for part in args.more.split(",") if part)
     for name in PUBLIC:

@@ -66,45 +66,69 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
         kind = item.get("type", "message")
         if kind in SKIPPED_ITEMS:
             continue
-        if kind == "message":
-            role = item.get("role")
-            if role not in _ROLES:
-                raise _invalid(f"{where}.role", "one of " + ", ".join(_ROLES), role)
-            messages.append({"role": role, "content": _content_text(item.get("content"), where)})
-        elif kind == "function_call":
-            call_id, name = item.get("call_id"), item.get("name")
-            if not isinstance(call_id, str) or not call_id:
-                raise _invalid(f"{where}.call_id", "a non-empty string", call_id)
-            if not isinstance(name, str) or not name:
-                raise _invalid(f"{where}.name", "a non-empty string", name)
-            arguments = item.get("arguments", "")
-            if not isinstance(arguments, str):
-                raise _invalid(f"{where}.arguments", "a string of JSON", arguments)
-            call = ToolCall(call_id, name, arguments).to_openai()
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-            called.add(call_id)
-        elif kind == "function_call_output":
-            call_id = item.get("call_id")
-            if not isinstance(call_id, str) or call_id not in called:
-                raise BadRequest(
-                    f"{where}.call_id {_shown(call_id)} answers no function_call earlier in "
-                    "the input",
-                    param=f"{where}.call_id",
-                )
-            output = item.get("output")
-            text = output if isinstance(output, str) else _content_text(output, where)
-            messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-        else:
+        reader = _ITEM_READERS.get(kind)
+        if reader is None:
+            taken = ", ".join([*_ITEM_READERS, *SKIPPED_ITEMS])
             raise BadRequest(
-                f"{where}.type {_shown(kind)} is not an input item this server takes (message, "
-                "function_call, function_call_output, reasoning)",
+                f"{where}.type {_shown(kind)} is not an input item this server takes ({taken})",
                 param=f"{where}.type",
             )
+        reader(item, where, messages, called)
     return messages
+
+
+def _message_item(
+    item: dict[str, Any], where: str, messages: list[dict[str, Any]], called: set[str]
+) -> None:
+    role = item.get("role")
+    if role not in _ROLES:
+        raise _invalid(f"{where}.role", "one of " + ", ".join(_ROLES), role)
+    messages.append({"role": role, "content": _content_text(item.get("content"), where)})
+
+
+def _function_call_item(
+    item: dict[str, Any], where: str, messages: list[dict[str, Any]], called: set[str]
+) -> None:
+    """A call the model made: joins the assistant message before it as a tool call."""
+    call_id, name = item.get("call_id"), item.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        raise _invalid(f"{where}.call_id", "a non-empty string", call_id)
+    if not isinstance(name, str) or not name:
+        raise _invalid(f"{where}.name", "a non-empty string", name)
+    arguments = item.get("arguments", "")
+    if not isinstance(arguments, str):
+        raise _invalid(f"{where}.arguments", "a string of JSON", arguments)
+    call = ToolCall(call_id, name, arguments).to_openai()
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant":
+        last.setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    called.add(call_id)
+
+
+def _function_call_output_item(
+    item: dict[str, Any], where: str, messages: list[dict[str, Any]], called: set[str]
+) -> None:
+    """A tool's result, answering a call made earlier in the input."""
+    call_id = item.get("call_id")
+    if not isinstance(call_id, str) or call_id not in called:
+        raise BadRequest(
+            f"{where}.call_id {_shown(call_id)} answers no function_call earlier in the input",
+            param=f"{where}.call_id",
+        )
+    output = item.get("output")
+    text = output if isinstance(output, str) else _content_text(output, where)
+    messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+
+
+# Each input item type this server reads, and its reader (item, where, messages, call ids so
+# far): a new item type is one function and one entry.
+_ITEM_READERS = {
+    "message": _message_item,
+    "function_call": _function_call_item,
+    "function_call_output": _function_call_output_item,
+}
 
 
 def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
