@@ -231,6 +231,13 @@ def main() -> None:
     parser.add_argument("--pca-dims", type=int, default=16)
     parser.add_argument("--generations", type=int, default=60)
     parser.add_argument(
+        "--step-cost",
+        type=float,
+        default=0.02,
+        help="the reward a step costs (train --step-cost): 0.02, a second step must be right "
+        "4 %% more often to be worth its seconds",
+    )
+    parser.add_argument(
         "--more", default="arc-challenge=24", help="sets drawn more than --each: NAME=N,..."
     )
     parser.add_argument(
@@ -264,7 +271,7 @@ def main() -> None:
     print(f"{len(problems)} training questions: {kinds}", flush=True)
     head = HeadOptions(
         tasks="fixed", search="all", shapes=SHAPES, max_calls=args.max_calls,
-        pca_dims=args.pca_dims, generations=args.generations,
+        pca_dims=args.pca_dims, generations=args.generations, step_cost=args.step_cost,
     )  # fmt: skip
     options = TrainOptions(
         name=args.out, dataset="mixed", holdout=0.0, seed=args.seed, repeats=1, head=head,

@@ -41,11 +41,13 @@ def test_training_routes_calc_questions_through_the_python_tool(
     proc = run_cli(
         "train", "qa", str(data), "--config", str(config), "--out", "with-tool",
         "--holdout", "0.34", "--generations", "30", "--repeats", "1", "--tasks", "fixed",
-        "--search", "all", "--json",
+        "--search", "all", "--step-cost", "0.02", "--json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
     table = record["reward_table"]
+    # A step costs 0.02 of reward: words stay one step, calc pays for its second.
+    assert record["hyperparameters"]["step_cost"] == 0.02
     # Ten shapes over {w0, python}; the tool's steps are runs like any other.
     assert table["workflow_runs"] == 12 * 10
     # No one shape serves both kinds: the head beats the best fixed one by telling them apart.

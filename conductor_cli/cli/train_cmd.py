@@ -117,6 +117,15 @@ CostWeightOption = Annotated[
     float,
     typer.Option("--cost-weight", help="Reward minus this x cost ($, or 1k tokens)."),
 ]
+StepCostOption = Annotated[
+    float,
+    typer.Option(
+        "--step-cost",
+        help="head: the reward a workflow step costs (0.001: a tie-break; 0.02: a second step "
+        "must be right 4 % more often than one step to be chosen).",
+        min=0.0,
+    ),
+]
 ConcurrencyOption = Annotated[
     int, typer.Option("--concurrency", help="Workflow runs at once.", min=1)
 ]
@@ -194,6 +203,7 @@ def train_cmd(
     repeats: RepeatsOption = 2,
     generations: GenerationsOption = 60,
     cost_weight: CostWeightOption = 0.0,
+    step_cost: StepCostOption = 0.001,
     concurrency: ConcurrencyOption = 4,
     iterations: IterationsOption = 3,
     samples: SamplesOption = 8,
@@ -248,7 +258,7 @@ def train_cmd(
     head = HeadOptions(
         generations=generations, tasks=tasks, rounds=rounds, search=search, policy=policy,
         shapes=tuple(x.strip() for x in (shapes or "").split(";") if x.strip()),
-        max_calls=max_calls, max_cost=max_cost, dry_run=dry_run,
+        max_calls=max_calls, max_cost=max_cost, dry_run=dry_run, step_cost=step_cost,
     )
     lora = LoraOptions(
         iterations=iterations, samples=samples, steps=steps, eval_every=eval_every,

@@ -477,9 +477,10 @@ class _HeadTraining:
                 Progress("evolve", g + 1, options.head.generations, f"reward {value:.3f}")
             )
 
-        # Among shapes that are equally right, the fewer steps (a hair per step breaks ties).
+        # Among shapes that are equally right, the fewer steps (--step-cost; by default a hair
+        # per step, a tie-break).
         steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
-        target = table - TIE_BREAK * steps
+        target = table - options.head.step_cost * steps
         common = {
             "seed": options.seed,
             "generations": options.head.generations,
@@ -702,6 +703,7 @@ def _record(
             "optimizer": "sep-CMA-ES (cma)",
             "tasks": options.head.tasks,
             "rounds": options.head.rounds,
+            "step_cost": options.head.step_cost,
             **({"named_shapes": [shape.label for shape in shapes]} if options.head.shapes else {}),
         },
         "estimate": plan.to_dict(),

@@ -47,6 +47,9 @@ class HeadOptions:
     # brackets: policy/shapes.parse_shape); empty: every shape the pool makes
     # (head_method.candidate_shapes).
     shapes: tuple[str, ...] = ()
+    # The reward a step costs the shape head (its target: reward - step_cost x steps): at the
+    # least a tie-break among equally right shapes; more makes one step worth its seconds.
+    step_cost: float = 0.001
     max_calls: int | None = None  # worker calls this training may make (spend.py)
     max_cost: float | None = None  # USD
     dry_run: bool = False  # print the estimate, make no call
