@@ -231,6 +231,11 @@ def main() -> None:
     parser.add_argument("--pca-dims", type=int, default=16)
     parser.add_argument("--generations", type=int, default=60)
     parser.add_argument(
+        "--shapes",
+        default=";".join(SHAPES),
+        help="the shapes the head chooses among, `;`-separated (train --shapes)",
+    )
+    parser.add_argument(
         "--step-cost",
         type=float,
         default=0.02,
@@ -270,7 +275,7 @@ def main() -> None:
         kinds[p.category or "?"] = kinds.get(p.category or "?", 0) + 1
     print(f"{len(problems)} training questions: {kinds}", flush=True)
     head = HeadOptions(
-        tasks="fixed", search="all", shapes=SHAPES, max_calls=args.max_calls,
+        tasks="fixed", search="all", shapes=tuple(args.shapes.split(";")), max_calls=args.max_calls,
         pca_dims=args.pca_dims, generations=args.generations, step_cost=args.step_cost,
     )  # fmt: skip
     options = TrainOptions(

@@ -48,7 +48,7 @@ def test_no_file_gives_the_embedded_default() -> None:
     cfg = load_config()
     assert cfg.source is None
     # The trained team (tests/test_team.py): SmolLM2, Qwen2.5-Coder-1.5B and the python tool.
-    assert cfg.conductor.model == "coder-team-1.5b"
+    assert cfg.conductor.model == "coder-team-1.5b-public"
     assert [w.name for w in cfg.workers] == ["local", "coder", "python"]
     assert [w.model for w in cfg.workers] == [
         "gguf:smollm2-135m-instruct",

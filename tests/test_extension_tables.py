@@ -176,6 +176,12 @@ def solve_twice_fake(solver: Any, strategy: str, problem: Problem) -> Result:
     return solver.scored(strategy, problem, Workflow(steps))
 
 
+def first_right_fake(inputs: strategies.Derivation, strategy: str) -> list[Result]:
+    """A derived strategy for the test below: worker a's single results, renamed."""
+    singles = inputs.singles
+    return [replace(singles[("single:a", p.id)], strategy=strategy) for p in inputs.problems]
+
+
 def test_a_strategy_is_one_entry_that_parsing_its_error_and_the_eval_read(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -192,7 +198,11 @@ def test_a_strategy_is_one_entry_that_parsing_its_error_and_the_eval_read(
     solve = f"{__name__}:solve_twice_fake"
     twice = strategies.StrategyKind("twice", "twice", "each worker twice", twice_fake, solve)
     derived = strategies.StrategyKind(
-        "first", "first", "the first worker", strategies._alone("first"), derive=first_right_fake
+        "first",
+        "first",
+        "the first worker",
+        strategies._alone("first"),
+        derive=f"{__name__}:first_right_fake",
     )
     monkeypatch.setitem(strategies.STRATEGY_KINDS, "twice", twice)
     monkeypatch.setitem(strategies.STRATEGY_KINDS, "first", derived)

