@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from importlib import import_module
+from typing import Any
 
 
 def lazy_exports(package: str, table: dict[str, str]) -> Callable[[str], object]:
@@ -18,3 +19,10 @@ def lazy_exports(package: str, table: dict[str, str]) -> Callable[[str], object]
         return getattr(import_module(f"{package}.{module}"), name)
 
     return __getattr__
+
+
+def resolve(path: str) -> Any:
+    """The function a "module:function" entry of a table names, imported on first use (the
+    strategy and tool tables name their code this way, so a table imports none of it)."""
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)

@@ -27,12 +27,12 @@ from conductor_cli.evals.strategies import (
     moa_proposers,
     moa_workflow,
     program_workflow,
-    resolve,
     single_workflow,
     strategy_kind,
     trace_id,
     vote_config,
 )
+from conductor_cli.exports import resolve
 from conductor_cli.models.catalog import load_catalog
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, conductor_pricing, pull_models_for, worker_pricing
@@ -74,7 +74,7 @@ class Solver:
         self.trained = trained  # per conductor strategy: its trained conductor's identity
         self.sandbox = sandbox
 
-    def _execute(
+    def execute(
         self,
         problem: Problem,
         config: Config | None = None,
@@ -83,6 +83,8 @@ class Solver:
         trace: TraceOptions = NO_TRACE,
         seed: int | None = None,
     ) -> RunResult:
+        """One run of `problem` through the library, with this eval's cache mode and runtime
+        (`config` and `workflow`: another than the eval's, e.g. a baseline's)."""
         return execute(
             problem.question,
             config=config or self.config,
@@ -92,7 +94,8 @@ class Solver:
             runtime=self.runtime,
         )
 
-    def _annotation(self, problem: Problem) -> dict[str, str]:
+    def annotation(self, problem: Problem) -> dict[str, str]:
+        """What a trace of this eval's run of `problem` is marked with."""
         return {"dataset": self.dataset, "problem_id": problem.id}
 
     def solve(self, strategy: str, problem: Problem) -> Result:
@@ -108,22 +111,9 @@ class Solver:
         )
         return solve(self, strategy, problem)
 
-    def execute(
-        self,
-        problem: Problem,
-        config: Config | None = None,
-        *,
-        workflow: Workflow | None = None,
-        trace: TraceOptions = NO_TRACE,
-        seed: int | None = None,
-    ) -> RunResult:
-        """One run of `problem` through the library, with this eval's cache mode and runtime
-        (`config` and `workflow`: another than the eval's, e.g. a baseline's)."""
-        return self._execute(problem, config, workflow=workflow, trace=trace, seed=seed)
-
     def scored(self, strategy: str, problem: Problem, workflow: Workflow) -> Result:
         """`workflow` run on `problem`, scored: a base strategy with a fixed workflow."""
-        run = self._execute(problem, workflow=workflow)
+        run = self.execute(problem, workflow=workflow)
         scored = scoring.score(problem, run.answer, self.sandbox)
         return self.result(strategy, problem, [run], 0, scored)
 
@@ -163,7 +153,7 @@ def solve_conductor(solver: Solver, strategy: str, problem: Problem) -> Result:
     run = solver.execute(
         problem,
         conductor_config(solver.config, strategy),
-        trace=TraceOptions(extra={"eval": {"dataset": solver.dataset, "problem_id": problem.id}}),
+        trace=TraceOptions(extra={"eval": solver.annotation(problem)}),
     )
     correct, extracted, detail = scoring.score(problem, run.answer, solver.sandbox)
     detail["trained"] = solver.trained[strategy]
@@ -176,8 +166,7 @@ def solve_conductor(solver: Solver, strategy: str, problem: Problem) -> Result:
             run.trace_path,
             "eval",
             {
-                "dataset": solver.dataset,
-                "problem_id": problem.id,
+                **solver.annotation(problem),
                 "strategy": strategy,
                 "correct": correct,
                 "reward": 1.0 if correct else 0.0,

@@ -15,7 +15,6 @@ All are computed from the `single:` results.
 from __future__ import annotations
 
 import hashlib
-import importlib
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -216,13 +215,6 @@ class StrategyKind:
     @property
     def calls_models(self) -> bool:
         return not self.derive
-
-
-def resolve(path: str) -> Any:
-    """The function a "module:function" entry names, imported on first use (a table entry
-    names its code this way, so the table imports none of it)."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def derive_router(d: Derivation, strategy: str) -> list[Result]:

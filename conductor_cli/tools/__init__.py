@@ -9,12 +9,12 @@ so the engine asks it with seed 0 and the cache keys it by its input alone.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from conductor_cli.backends.base import Backend
 from conductor_cli.errors import ConfigError
+from conductor_cli.exports import resolve
 from conductor_cli.models.builtin_tools import BUILTIN, BuiltinTool, tool_names
 from conductor_cli.models.spec import ModelSpec
 
@@ -50,8 +50,7 @@ def tool_backend(name: str, config: Config, where: str) -> Backend:
     tool = BUILTIN.get(name)
     if tool is None:
         raise ConfigError(f"{where}: no tool {name!r}; the tools are {', '.join(tool_names())}")
-    module, _, function = tool.make.partition(":")
-    make: Callable[[Config], Backend] = getattr(importlib.import_module(module), function)
+    make: Callable[[Config], Backend] = resolve(tool.make)
     return make(config)
 
 

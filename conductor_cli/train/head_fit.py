@@ -11,8 +11,9 @@ best member alone on it by more than KIND_SLACK), then the best held-out reward.
 Why: with a few dozen questions, the evolution's argmax objective is flat almost everywhere and
 its result depends on the seed: on the 75 training questions of bench/train_public.py one seed
 sent every ARC question to SmolLM2 (worse than the coder on them, and on the test items 9/50
-against 25/50), another sent them to the coder. The cross-validation measured 0.58 for the
-evolution and 0.67 for the strongest penalty there (the coder alone 0.55).
+against 25/50), another sent them to the coder. This cross-validation there: the evolution
+0.772 held-out reward, giving away three kinds; the softmax fit kept 0.820, none (the coder
+alone 0.773).
 """
 
 from __future__ import annotations
