@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from conductor_cli import __version__
 from conductor_cli.disk import paths
 from conductor_cli.errors import ConductorError
+from conductor_cli.exports import resolve
 
 if TYPE_CHECKING:
-    from conductor_cli.config.settings import Config
+    from conductor_cli.config.settings import Config, WorkerConfig
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -169,33 +170,8 @@ def _workers(config_file: Path | None, timeout_s: float) -> list[Check]:
     rows = [Check("config", "ok", str(config.source or "embedded default (no config file)"))]
     rows.extend(_trained_conductor(config))
     for w in config.workers:
-        what = f"worker {w.name}"
-        if w.spec.local:
-            rows.append(_gguf_worker(what, w.spec.name))
-            continue
-        if w.spec.kind == "tool":
-            rows.append(
-                Check(what, "ok", f"{w.model}: built-in, runs programs in the sandbox (below)")
-            )
-            continue
-        if w.spec.kind == "mcp":
-            rows.append(_mcp_worker(what, w.spec.name, config))
-            continue
-        if w.api_key_env and not os.environ.get(w.api_key_env):
-            rows.append(Check(what, "fail", f"{w.api_key_env} is not set; export it"))
-            continue
-        if w.api_base:
-            why = _probe(w.api_base, timeout_s)
-            rows.append(
-                Check(what, "fail", f"{w.api_base} unreachable: {why}")
-                if why
-                else Check(what, "ok", f"{w.model} at {w.api_base} answers")
-            )
-            continue
-        key = f"key in {w.api_key_env}" if w.api_key_env else "no key configured"
-        rows.append(
-            Check(what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it)")
-        )
+        # Each model kind says how it is checked (models/spec.MODEL_KINDS).
+        rows.append(resolve(w.spec.entry.doctor)(f"worker {w.name}", w, config, timeout_s))
     return rows
 
 
@@ -221,18 +197,23 @@ def _trained_conductor(config: Any) -> list[Check]:
     return [Check("conductor model", "ok", f"{trained.name}, trained for this pool")]
 
 
-def _gguf_worker(what: str, name: str) -> Check:
+def gguf_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Check:
     from conductor_cli.models.catalog import load_catalog, resolve_gguf
 
     try:
-        resolved = resolve_gguf(name, load_catalog(), what)
+        resolved = resolve_gguf(w.spec.name, load_catalog(), what)
     except ConductorError as e:
         return Check(what, "warn", str(e))
     return Check(what, "ok", f"local GGUF {resolved.path}")
 
 
-def _mcp_worker(what: str, name: str, config: Config) -> Check:
+def tool_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Check:
+    return Check(what, "ok", f"{w.model}: built-in, runs programs in the sandbox (below)")
+
+
+def mcp_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Check:
     """Found, not started: starting a server runs its code (`workers test` does that)."""
+    name = w.spec.name
     server = config.mcp_server(name.split("/", 1)[0])  # the config checked it exists
     found = shutil.which(server.command) or Path(server.command).is_file()
     if not found:
@@ -240,6 +221,19 @@ def _mcp_worker(what: str, name: str, config: Config) -> Check:
             what, "fail", f"mcp server {server.name}: command {server.command!r} not found"
         )
     return Check(what, "ok", f"mcp:{name} (`conductor workers test {what.split()[-1]}` starts it)")
+
+
+def litellm_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Check:
+    """Its key set and its endpoint answering; no model is called (`workers test` does)."""
+    if w.api_key_env and not os.environ.get(w.api_key_env):
+        return Check(what, "fail", f"{w.api_key_env} is not set; export it")
+    if w.api_base:
+        why = _probe(w.api_base, timeout_s)
+        if why:
+            return Check(what, "fail", f"{w.api_base} unreachable: {why}")
+        return Check(what, "ok", f"{w.model} at {w.api_base} answers")
+    key = f"key in {w.api_key_env}" if w.api_key_env else "no key configured"
+    return Check(what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it)")
 
 
 def _sandbox() -> list[Check]:

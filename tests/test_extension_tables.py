@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import pytest
 
@@ -19,8 +19,8 @@ from conductor_cli.evals import strategies
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.runner import run_eval
 from conductor_cli.evals.store import ResultStore
+from conductor_cli.models import spec
 from conductor_cli.models.catalog import load_catalog
-from conductor_cli.models.spec import Kind
 from conductor_cli.run import pool
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.testing.fake_backend import FakeBackend
@@ -35,27 +35,65 @@ from conductor_cli.train.session import TrainOptions
 
 
 def test_each_table_names_what_its_parser_accepts() -> None:
-    assert set(pool.BACKENDS) == set(get_args(Kind))
+    for kind in spec.MODEL_KINDS.values():
+        assert spec.ModelSpec.for_worker(f"{kind.name}:x").kind == kind.name
     assert all(k.solve or k.derive for k in strategies.STRATEGY_KINDS.values())
     assert train.METHODS == tuple(train.TRAINERS) == ("head", "expert-iteration", "grpo")
 
 
-def test_build_pool_builds_each_worker_through_the_backend_table(
-    monkeypatch: pytest.MonkeyPatch,
+def echo_backend_fake(wc: WorkerConfig, index: int, makers: pool.Makers) -> Any:
+    """A made-up model kind's maker: a fake backend that replies the model's name."""
+    return FakeBackend(f"{wc.spec.name} #{index}")
+
+
+def echo_doctor_fake(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Any:
+    from conductor_cli.doctor import Check
+
+    return Check(what, "ok", f"echoes {w.spec.name!r}")
+
+
+def echo_check_fake(w: WorkerConfig, where: str) -> None:
+    if not w.spec.name:
+        raise ConfigError(f"{where}.model: echo: needs a text")
+
+
+def test_a_model_kind_is_one_entry_that_parsing_the_pool_the_check_and_doctor_use(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    made: list[tuple[str, int]] = []
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.doctor import _workers
 
-    def recording_tool_maker_fake(wc: WorkerConfig, index: int, makers: pool.Makers) -> Any:
-        made.append((wc.name, index))
-        return FakeBackend("from the table")
-
-    monkeypatch.setitem(pool.BACKENDS, "tool", recording_tool_maker_fake)
-    config = Config(
-        workers=(WorkerConfig("a", "tool:python"), WorkerConfig("b", "tool:python")),
-    )
+    kind = spec.ModelKind(
+        "echo", "echo:TEXT", "replies its text (a fake kind, added by one entry)",
+        worker=f"{__name__}:echo_backend_fake", check=f"{__name__}:echo_check_fake",
+        doctor=f"{__name__}:echo_doctor_fake",
+    )  # fmt: skip
+    monkeypatch.setitem(spec.MODEL_KINDS, "echo", kind)
+    assert spec.ModelSpec.for_worker("echo:hi") == spec.ModelSpec("echo", "hi")
+    assert "echo:TEXT" in spec.spellings() and "echo:TEXT" not in spec.spellings(conductor=True)
+    config = Config(workers=(WorkerConfig("a", "echo:hello"), WorkerConfig("b", "echo:bye")))
     built = pool.build_pool(config, load_catalog(), LlamaModels(n_ctx=512))
-    assert made == [("a", 0), ("b", 1)]
-    assert [w.backend.reply for w in built.workers] == ["from the table"] * 2  # type: ignore[attr-defined]
+    assert [w.backend.reply for w in built.workers] == ["hello #0", "bye #1"]  # type: ignore[attr-defined]
+    file = tmp_path / "config.toml"
+    file.write_text('[[workers]]\nname = "a"\nmodel = "echo:"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"workers\[0\]\.model: echo: needs a text"):
+        load_config(file)
+    file.write_text('[[workers]]\nname = "a"\nmodel = "echo:hi"\n', encoding="utf-8")
+    rows = {c.what: c.detail for c in _workers(file, 1.0)}
+    assert rows["worker a"] == "echoes 'hi'"
+    # A conductor cannot run on a kind with no conductor builder: the check says on which.
+    file.write_text('[conductor]\nmodel = "echo:hi"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="litellm:MODEL here"):
+        load_config(file)
+
+
+def test_the_clis_help_names_every_model_kind() -> None:
+    from typer.testing import CliRunner
+
+    from conductor_cli.cli.app import app
+
+    out = CliRunner().invoke(app, ["workers", "add", "--help"], env={"COLUMNS": "200"}).output
+    assert all(k.spelling in out for k in spec.MODEL_KINDS.values())
 
 
 def test_train_dispatches_through_the_method_table(monkeypatch: pytest.MonkeyPatch) -> None:

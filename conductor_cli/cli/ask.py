@@ -20,6 +20,7 @@ from conductor_cli.cli.common import (
 )
 from conductor_cli.cli.complete import worker_names
 from conductor_cli.cli.present import print_answer, print_json, watching
+from conductor_cli.models import spellings
 
 FileOption = Annotated[
     list[Path] | None,
@@ -129,7 +130,9 @@ def ask(
     conductor: Annotated[
         str | None,
         typer.Option(
-            "--conductor", "-m", help="Conductor model: catalog name, .gguf path or litellm:MODEL."
+            "--conductor",
+            "-m",
+            help=f"Conductor model: {spellings(conductor=True)}; a bare name is a GGUF.",
         ),
     ] = None,
     worker: Annotated[

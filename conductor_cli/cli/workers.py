@@ -10,6 +10,7 @@ import typer
 from conductor_cli.cli.common import AsJson, ConfigOption, config_path, config_target, handle_errors
 from conductor_cli.cli.complete import worker_names
 from conductor_cli.cli.present import print_json
+from conductor_cli.models import spellings
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -50,7 +51,10 @@ def list_cmd(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption =
 def add(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Worker name, as the conductor will write it.")],
-    model: Annotated[str, typer.Argument(help="gguf:NAME|PATH, or any litellm model string.")],
+    model: Annotated[
+        str,
+        typer.Argument(help=f"One of {spellings()}; a bare name is a litellm model."),
+    ],
     description: Annotated[
         str, typer.Option(help="Strengths, cost, speed (for the conductor).")
     ] = "",

@@ -13,8 +13,9 @@ from typing import Any
 from conductor_cli.disk import paths
 from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConfigError
+from conductor_cli.exports import resolve
 from conductor_cli.models.builtin_tools import tool_names
-from conductor_cli.models.spec import ModelSpec
+from conductor_cli.models.spec import ModelSpec, spellings
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
@@ -344,13 +345,34 @@ def _require(cond: bool, where: str, msg: str) -> None:
         raise ConfigError(f"{where}: {msg}")
 
 
+def check_mcp_model(w: WorkerConfig, where: str) -> None:
+    """`mcp:SERVER/TOOL` names both (that SERVER is a table is checked with the tables)."""
+    _require(
+        bool(w.spec.mcp_server and w.spec.mcp_tool),
+        f"{where}.model",
+        f'{w.model!r}: an MCP tool is mcp:SERVER/TOOL, e.g. "mcp:files/read_file", with '
+        "SERVER a table [mcp_servers.SERVER].",
+    )
+
+
+def check_tool_model(w: WorkerConfig, where: str) -> None:
+    """`tool:NAME` names a built-in tool."""
+    tools = tool_names()
+    _require(
+        w.spec.name in tools,
+        f"{where}.model",
+        f"{w.model!r}: no such tool; the tools are "
+        f"{', '.join('tool:' + t for t in tools)}.{_did_you_mean(w.spec.name, tools)}",
+    )
+
+
 def _validate_conductor(c: ConductorSettings, where: str) -> None:
     _require(c.model.strip() != "", f"{where}.model", "must not be empty.")
     _require(
-        not c.spec.tool,
+        bool(c.spec.entry.conductor),
         f"{where}.model",
-        f"{c.model!r} is a tool, and the conductor writes workflows: use a catalog name, a "
-        ".gguf path or litellm:MODEL here, and give the tool to a [[workers]] entry.",
+        f"{c.model!r} is a tool, and the conductor writes workflows: use "
+        f"{spellings(conductor=True)} here, and give the tool to a [[workers]] entry.",
     )
     _require(c.n_ctx >= 512, f"{where}.n_ctx", f"must be at least 512, got {c.n_ctx}.")
     _require(
@@ -390,21 +412,8 @@ def _validate_worker(w: WorkerConfig, where: str) -> None:
         f"{w.name!r} is reserved for the conductor itself; pick another name.",
     )
     _require(w.model.strip() != "", f"{where}.model", "must not be empty.")
-    if w.spec.kind == "mcp":
-        _require(
-            bool(w.spec.mcp_server and w.spec.mcp_tool),
-            f"{where}.model",
-            f'{w.model!r}: an MCP tool is mcp:SERVER/TOOL, e.g. "mcp:files/read_file", with '
-            "SERVER a table [mcp_servers.SERVER].",
-        )
-    elif w.spec.tool:
-        tools = tool_names()
-        _require(
-            w.spec.name in tools,
-            f"{where}.model",
-            f"{w.model!r}: no such tool; the tools are "
-            f"{', '.join('tool:' + t for t in tools)}.{_did_you_mean(w.spec.name, tools)}",
-        )
+    if w.spec.entry.check:  # the model kind's own check (models/spec.MODEL_KINDS)
+        resolve(w.spec.entry.check)(w, where)
     _require(w.max_tokens >= 1, f"{where}.max_tokens", "must be at least 1.")
     _require(
         w.context_tokens is None or w.context_tokens >= 512,

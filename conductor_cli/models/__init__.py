@@ -12,8 +12,9 @@ _EXPORTS = {
     "pull": "fetch",
     "read_gguf": "gguf",
     "ModelSpec": "spec",
+    "spellings": "spec",
 }
-__all__ = ["ModelSpec", "load_catalog", "pull", "read_gguf"]
+__all__ = ["ModelSpec", "load_catalog", "pull", "read_gguf", "spellings"]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
@@ -28,4 +29,5 @@ if TYPE_CHECKING:
     )
     from conductor_cli.models.spec import (
         ModelSpec,
+        spellings,
     )

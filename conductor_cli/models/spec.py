@@ -11,31 +11,109 @@ Everything else reads the typed value instead of testing string prefixes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-GGUF_PREFIX = "gguf:"
-LITELLM_PREFIX = "litellm:"
-TOOL_PREFIX = "tool:"
-MCP_PREFIX = "mcp:"
 
-Kind = Literal["gguf", "litellm", "tool", "mcp"]
+@dataclass(frozen=True)
+class ModelKind:
+    """One kind of model a config may name: how it is spelled, what it is, and the code that
+    builds it, checks it and tells `doctor` about it, by import path ("module:function",
+    exports.resolve), so this table on the bottom floor imports none of it. A new kind is a
+    backend module and one entry here."""
+
+    name: str  # the prefix before ':' (`gguf` in `gguf:NAME`)
+    spelling: str  # as help and errors show it
+    description: str
+    # Builds a worker's backend: (WorkerConfig, index, run.pool.Makers) -> Backend.
+    worker: str
+    # Checks a worker's model in the config: (WorkerConfig, where) -> None, raising
+    # ConfigError; '' where any name is accepted.
+    check: str
+    # One doctor row: (what, WorkerConfig, Config, timeout_s) -> doctor.Check.
+    doctor: str
+    # Builds the conductor's backend: (Config, Catalog, LlamaModels, LiteLLMProcess) ->
+    # Backend; '' where the conductor cannot run on this kind.
+    conductor: str = ""
+    local: bool = False  # in-process llama.cpp: context from conductor.n_ctx, costs nothing
+    remote: bool = False  # reached through litellm: keys, prices, litellm's helper
+    tool: bool = False  # deterministic, no tokens, no cost
+
+    @property
+    def prefix(self) -> str:
+        return self.name + ":"
+
+
+MODEL_KINDS: dict[str, ModelKind] = {
+    k.name: k
+    for k in (
+        ModelKind(
+            "gguf", "gguf:NAME|PATH", "a catalog model or a .gguf file, in-process llama.cpp",
+            worker="conductor_cli.run.pool:gguf_backend",
+            check="",
+            doctor="conductor_cli.doctor:gguf_worker",
+            conductor="conductor_cli.policy.conductor:gguf_conductor",
+            local=True,
+        ),
+        ModelKind(
+            "litellm", "litellm:MODEL", "any model litellm reaches (the bare name of a worker)",
+            worker="conductor_cli.run.pool:litellm_backend",
+            check="",
+            doctor="conductor_cli.doctor:litellm_worker",
+            conductor="conductor_cli.policy.conductor:litellm_conductor",
+            remote=True,
+        ),
+        ModelKind(
+            "tool", "tool:NAME", "a built-in tool (models/builtin_tools.py), e.g. tool:python",
+            worker="conductor_cli.run.pool:tool_worker_backend",
+            check="conductor_cli.config.settings:check_tool_model",
+            doctor="conductor_cli.doctor:tool_worker",
+            tool=True,
+        ),
+        ModelKind(
+            "mcp", "mcp:SERVER/TOOL", "a tool of an MCP server in the config's [mcp_servers]",
+            worker="conductor_cli.run.pool:mcp_worker_backend",
+            check="conductor_cli.config.settings:check_mcp_model",
+            doctor="conductor_cli.doctor:mcp_worker",
+            tool=True,
+        ),
+    )
+}  # fmt: skip
+# What a name without a known prefix is: a worker's is a litellm model (`gpt-4o-mini`), the
+# conductor's a GGUF (a catalog name, a path or a trained conductor).
+WORKER_DEFAULT = "litellm"
+CONDUCTOR_DEFAULT = "gguf"
+
+# Kept for the code and tests that spell a kind's prefix.
+GGUF_PREFIX = MODEL_KINDS["gguf"].prefix
+LITELLM_PREFIX = MODEL_KINDS["litellm"].prefix
+TOOL_PREFIX = MODEL_KINDS["tool"].prefix
+MCP_PREFIX = MODEL_KINDS["mcp"].prefix
+
+
+def spellings(*, conductor: bool = False) -> str:
+    """`gguf:NAME|PATH, litellm:MODEL, ...`: the kinds a worker (or the conductor) may name,
+    for help and errors."""
+    return ", ".join(k.spelling for k in MODEL_KINDS.values() if not conductor or k.conductor)
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    kind: Kind
+    kind: str  # a key of MODEL_KINDS
     # gguf: catalog name, .gguf path or trained conductor; litellm: its model id; tool: its name;
     # mcp: SERVER/TOOL
     name: str
 
     @property
+    def entry(self) -> ModelKind:
+        return MODEL_KINDS[self.kind]
+
+    @property
     def local(self) -> bool:
-        return self.kind == "gguf"
+        return self.entry.local
 
     @property
     def tool(self) -> bool:
         """A built-in or MCP tool: deterministic, no tokens, no cost."""
-        return self.kind in ("tool", "mcp")
+        return self.entry.tool
 
     @property
     def mcp_server(self) -> str:
@@ -51,27 +129,25 @@ class ModelSpec:
     @property
     def remote(self) -> bool:
         """Reached through litellm: the only kind that needs keys, prices and litellm."""
-        return self.kind == "litellm"
+        return self.entry.remote
+
+    @classmethod
+    def parse(cls, text: str, default: str) -> ModelSpec:
+        """`KIND:NAME` for a kind of MODEL_KINDS, else `default`'s kind (its prefix is taken
+        off if given)."""
+        kind, colon, rest = text.partition(":")
+        if colon and kind in MODEL_KINDS:
+            return cls(kind, rest)
+        return cls(default, text)
 
     @classmethod
     def for_worker(cls, text: str) -> ModelSpec:
-        if text.startswith(GGUF_PREFIX):
-            return cls("gguf", text.removeprefix(GGUF_PREFIX))
-        if text.startswith(TOOL_PREFIX):
-            return cls("tool", text.removeprefix(TOOL_PREFIX))
-        if text.startswith(MCP_PREFIX):
-            return cls("mcp", text.removeprefix(MCP_PREFIX))
-        return cls("litellm", text.removeprefix(LITELLM_PREFIX))
+        return cls.parse(text, WORKER_DEFAULT)
 
     @classmethod
     def for_conductor(cls, text: str) -> ModelSpec:
-        if text.startswith(LITELLM_PREFIX):
-            return cls("litellm", text.removeprefix(LITELLM_PREFIX))
-        if text.startswith(TOOL_PREFIX):
-            return cls("tool", text.removeprefix(TOOL_PREFIX))  # refused by the config
-        if text.startswith(MCP_PREFIX):
-            return cls("mcp", text.removeprefix(MCP_PREFIX))  # refused by the config
-        return cls("gguf", text.removeprefix(GGUF_PREFIX))
+        """The conductor's model; a tool kind is parsed, and refused by the config check."""
+        return cls.parse(text, CONDUCTOR_DEFAULT)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.name}"

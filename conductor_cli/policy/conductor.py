@@ -9,8 +9,9 @@ from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import ModelError
+from conductor_cli.exports import resolve
 from conductor_cli.models.catalog import Catalog, resolve_gguf
-from conductor_cli.models.spec import ModelSpec
+from conductor_cli.models.spec import ModelSpec, spellings
 from conductor_cli.policy.registry import find
 from conductor_cli.run.pool import config_key
 
@@ -21,16 +22,37 @@ def conductor_backend(
     models: LlamaModels,
     litellm: LiteLLMProcess | None = None,
 ) -> Backend:
-    """The conductor: a catalog name or .gguf path in llama.cpp, or `litellm:<model>`."""
-    c = config.conductor
-    if not c.spec.local:
-        return LiteLLMBackend(
-            c.spec.name,
-            api_base=c.api_base,
-            api_key_env=c.api_key_env,
-            where=config_key(config, "conductor"),
-            process=litellm,
+    """The conductor, built by its model kind's entry (models/spec.MODEL_KINDS); the config
+    check refuses a kind with no conductor builder."""
+    entry = config.conductor.spec.entry
+    if not entry.conductor:
+        raise ModelError(
+            f"conductor.model {config.conductor.model!r}: a conductor runs on "
+            f"{spellings(conductor=True)}"
         )
+    return resolve(entry.conductor)(config, catalog, models, litellm)
+
+
+def litellm_conductor(
+    config: Config, catalog: Catalog, models: LlamaModels, litellm: LiteLLMProcess | None
+) -> Backend:
+    """`litellm:<model>`: a conductor served elsewhere."""
+    c = config.conductor
+    return LiteLLMBackend(
+        c.spec.name,
+        api_base=c.api_base,
+        api_key_env=c.api_key_env,
+        where=config_key(config, "conductor"),
+        process=litellm,
+    )
+
+
+def gguf_conductor(
+    config: Config, catalog: Catalog, models: LlamaModels, litellm: LiteLLMProcess | None
+) -> Backend:
+    """A catalog name or .gguf path in llama.cpp, or a trained conductor: its base GGUF with
+    its adapter, if it has one."""
+    c = config.conductor
     spec = c.spec.name
     trained = find(spec)
     adapter = None

@@ -10,6 +10,7 @@ from conductor_cli.backends.base import Backend
 from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
 from conductor_cli.config.settings import Config, WorkerConfig
+from conductor_cli.exports import resolve
 from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment, attachment_budget
@@ -104,13 +105,13 @@ class Makers:
 BackendMaker = Callable[[WorkerConfig, int, Makers], Backend]
 
 
-def _gguf(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+def gguf_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
     where = config_key(m.config, f"workers[{index}].model")
     resolved = resolve_gguf(wc.spec.name, m.catalog, where)
     return LlamaCppBackend(m.models, resolved.path, resolved.sha256())
 
 
-def _litellm(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+def litellm_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
     return LiteLLMBackend(
         wc.spec.name,
         api_base=wc.api_base,
@@ -121,22 +122,12 @@ def _litellm(wc: WorkerConfig, index: int, m: Makers) -> Backend:
     )
 
 
-def _tool(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+def tool_worker_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
     return tool_backend(wc.spec.name, m.config, config_key(m.config, f"workers[{index}].model"))
 
 
-def _mcp(wc: WorkerConfig, index: int, m: Makers) -> Backend:
+def mcp_worker_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
     return mcp_backend(wc.spec, m.config, config_key(m.config, f"workers[{index}].model"))
-
-
-# One entry per kind of model a worker names (models/spec.Kind): a new backend is a module in
-# backends/ and one line here.
-BACKENDS: dict[str, BackendMaker] = {
-    "gguf": _gguf,
-    "litellm": _litellm,
-    "tool": _tool,
-    "mcp": _mcp,
-}
 
 
 def build_pool(
@@ -149,7 +140,8 @@ def build_pool(
     makers = Makers(config, catalog, models, litellm)
     workers = []
     for i, wc in enumerate(config.workers):
-        backend = BACKENDS[wc.spec.kind](wc, i, makers)
+        maker: BackendMaker = resolve(wc.spec.entry.worker)  # models/spec.MODEL_KINDS
+        backend = maker(wc, i, makers)
         workers.append(
             Worker(config=wc, backend=backend, context_tokens=context_tokens(config, wc))
         )
