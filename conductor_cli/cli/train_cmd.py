@@ -117,6 +117,16 @@ CostWeightOption = Annotated[
     float,
     typer.Option("--cost-weight", help="Reward minus this x cost ($, or 1k tokens)."),
 ]
+LearnWordsOption = Annotated[
+    int,
+    typer.Option(
+        "--learn-words",
+        help="head: rounds of learning each kind of question's words by reflection (the "
+        "step's own model proposes words from its failures; words right more often become "
+        "shapes the head can pick); 0: the shapes' own words.",
+        min=0,
+    ),
+]
 StepCostOption = Annotated[
     float,
     typer.Option(
@@ -204,6 +214,7 @@ def train_cmd(
     generations: GenerationsOption = 60,
     cost_weight: CostWeightOption = 0.0,
     step_cost: StepCostOption = 0.001,
+    learn_words: LearnWordsOption = 0,
     concurrency: ConcurrencyOption = 4,
     iterations: IterationsOption = 3,
     samples: SamplesOption = 8,
@@ -230,6 +241,7 @@ def train_cmd(
     to the right ones (or by advantage). Held-out questions measure the untrained and the
     trained conductor. Ctrl-C keeps the work done; --resume continues.
     """
+    params = dict(locals())  # each option, by the name of the field it fills
     from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
     from conductor_cli.evals import load_dataset, select
@@ -238,6 +250,7 @@ def train_cmd(
         HeadOptions,
         LoraOptions,
         TrainOptions,
+        from_params,
         is_launched,
         launch_processes,
         train,
@@ -254,23 +267,13 @@ def train_cmd(
     cfg = load_config(config_path(ctx, config))
     # A public set trains on its own training split, never on a test item.
     problems = select(load_dataset(dataset, file, scorer, split="train"), limit=limit)
-    # fmt: off
-    head = HeadOptions(
-        generations=generations, tasks=tasks, rounds=rounds, search=search, policy=policy,
-        shapes=tuple(x.strip() for x in (shapes or "").split(";") if x.strip()),
-        max_calls=max_calls, max_cost=max_cost, dry_run=dry_run, step_cost=step_cost,
-    )
-    lora = LoraOptions(
-        iterations=iterations, samples=samples, steps=steps, eval_every=eval_every,
-        questions_per_step=questions_per_step, learning_rate=learning_rate, epochs=epochs,
-        rank=rank, explore=explore, device=device, engine=engine,
-    )
-    options = TrainOptions(
-        name=out, dataset=dataset, holdout=holdout, seed=seed, repeats=repeats,
-        cost_weight=cost_weight, concurrency=concurrency, force=force, resume=resume,
-        head=head, lora=lora,
-    )
-    # fmt: on
+    params["shapes"] = tuple(x.strip() for x in (shapes or "").split(";") if x.strip())
+    params["name"] = out
+    options = from_params(TrainOptions, {
+        **params,
+        "head": from_params(HeadOptions, params),
+        "lora": from_params(LoraOptions, params),
+    })  # fmt: skip
     with _Display() as display, _interrupted_note(out), _exit_noted():
         record = train(cfg, problems, options, method, data_file=file, on_progress=display.show)
     if record is not None:  # None: a process of several, not the main one

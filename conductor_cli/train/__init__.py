@@ -173,6 +173,7 @@ _EXPORTS = {
     "launch_processes": "launch",
     "note_exit": "launch",
     "HeadOptions": "session",
+    "from_params": "session",
     "LoraOptions": "session",
     "TrainOptions": "session",
 }
@@ -183,6 +184,7 @@ __all__ = [
     "LoraOptions",
     "Method",
     "TrainOptions",
+    "from_params",
     "is_launched",
     "launch_processes",
     "method_help",

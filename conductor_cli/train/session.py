@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import ConfigError, InputError
@@ -22,6 +22,16 @@ from conductor_cli.policy import registry
 from conductor_cli.policy.head import PCA_DIMS
 from conductor_cli.runtime import pull_models_for
 from conductor_cli.train.head import GENERATIONS
+
+T = TypeVar("T")
+
+
+def from_params(cls: type[T], params: Mapping[str, Any]) -> T:
+    """An options record from the parameters of the same names (a command's options: each
+    field of HeadOptions, LoraOptions and TrainOptions is the `--option` of its name); a field
+    not among them keeps its default."""
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in params.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,8 @@ class HeadOptions:
     # The reward a step costs the shape head (its target: reward - step_cost x steps): at the
     # least a tie-break among equally right shapes; more makes one step worth its seconds.
     step_cost: float = 0.001
+    # Rounds of the words search per kind of question (head_words.py); 0: the shapes' words.
+    learn_words: int = 0
     max_calls: int | None = None  # worker calls this training may make (spend.py)
     max_cost: float | None = None  # USD
     dry_run: bool = False  # print the estimate, make no call
