@@ -49,7 +49,7 @@ def one_run() -> list[float]:
             finished[event.index] = time.perf_counter()
 
     start = time.perf_counter()
-    Engine(pool, on_event).run("q", workflow, ())
+    Engine(pool, on_event).run_steps("q", workflow, ())
     waits = []
     for i, sees in enumerate(SHAPE):
         ready = max((finished[j] for j in sees), default=start)

@@ -1,10 +1,13 @@
 """The first run after the background server starts against the second (issue 59).
 
 On the embedded default (no config file; fresh cache and data dirs, the user's models): start
-`conductor serve --detach`, then time the same `conductor ask` twice, each with `--no-cache`
-(the same plan and the same tokens), and report first / second; the same for `conductor run`
-of a workflow of two independent steps (the parallel check). Before issue 59 the models
-loaded at the first run; now the server loads them as it starts and rehearses one run
+`conductor serve --detach`, then time two `conductor ask --no-cache` of the same kind in a row,
+and stop the server; then a fresh start with the two questions the other way round. Each
+question is timed once as a first run and once as a second, so first / second compares warmth
+and not the questions (the same question twice would find its whole prompt in llama.cpp's
+context the second time: a reuse no first run can have). The same for `conductor run` of a
+workflow of two independent steps (the parallel check), with two questions. Before issue 59
+the models loaded at the first run; now the server loads them as it starts and rehearses
 (Runtime.warm, server/app._rehearse), and `serve --detach` returns when that is done.
 `--checkout DIR` measures another checkout's code (e.g. `git worktree add DIR cdb5a23`) with
 this interpreter, for the before column.
@@ -22,8 +25,10 @@ from pathlib import Path
 
 from _common import CONDUCTOR, isolated_env, must, temp_root, timed
 
-# The same question twice, cache off: the same plan and tokens, so only warmth differs.
-ASKS = ("What is the capital of Spain?",) * 2
+# Two questions of one kind, cache off: each asked first after one start and second after the
+# other.
+ASKS = ("What is the capital of Spain?", "What is the capital of Italy?")
+RUNS = ("Go.", "Begin.")
 TWO_STEPS = {
     "steps": [
         {"worker": "local", "task": "Name a fruit.", "sees": []},
@@ -32,38 +37,50 @@ TWO_STEPS = {
 }
 
 
+def _start(command: list[str], what: str, order: tuple[str, str], wait: float) -> list[float]:
+    """A fresh server (fresh home), the two runs of `order`, their seconds."""
+    root = temp_root()
+    env = isolated_env(root, config=None)
+    env.pop("CONDUCTOR_SERVER_AUTO", None)
+    must(timed([*command, "serve", "--detach"], env), "serve --detach")
+    time.sleep(wait)
+    try:
+        if what == "ask":
+            runs = [must(timed([*command, "ask", "--no-cache", q], env), q) for q in order]
+        else:
+            workflow = root / "wf.json"
+            workflow.write_text(json.dumps(TWO_STEPS), encoding="utf-8")
+            runs = [
+                must(timed([*command, "run", "--no-cache", str(workflow), q], env), q)
+                for q in order
+            ]
+    finally:
+        timed([*command, "serve", "--stop"], env)
+    return [r.seconds for r in runs]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--checkout", type=Path, help="another checkout's code to measure")
     parser.add_argument("--wait", type=float, default=0.0, help="seconds after the start")
     args = parser.parse_args()
+    command = [sys.executable, "-m", "conductor_cli"] if args.checkout else [CONDUCTOR]
+    if args.checkout:
+        import os
+
+        os.environ["PYTHONPATH"] = str(args.checkout.resolve())
     rows = {}
-    for what in ("ask", "run"):
-        root = temp_root()
-        env = isolated_env(root, config=None)
-        env.pop("CONDUCTOR_SERVER_AUTO", None)
-        if args.checkout:
-            env["PYTHONPATH"] = str(args.checkout.resolve())
-        command = [sys.executable, "-m", "conductor_cli"] if args.checkout else [CONDUCTOR]
-        must(timed([*command, "serve", "--detach"], env), "serve --detach")
-        time.sleep(args.wait)
-        try:
-            if what == "ask":
-                runs = [must(timed([*command, "ask", "--no-cache", q], env), q) for q in ASKS]
-            else:
-                workflow = root / "wf.json"
-                workflow.write_text(json.dumps(TWO_STEPS), encoding="utf-8")
-                runs = [
-                    must(timed([*command, "run", "--no-cache", str(workflow), q], env), q)
-                    for q in ("Go.", "Go.")
-                ]
-        finally:
-            timed([*command, "serve", "--stop"], env)
-        first, second = (r.seconds for r in runs)
-        rows[what] = {"first_s": round(first, 2), "second_s": round(second, 2)}
-        rows[what]["first_over_second"] = round(first / second, 2)
-        ratio = first / second
-        print(f"{what}: first {first:.2f} s, second {second:.2f} s, first/second {ratio:.2f}")
+    for what, pair in (("ask", ASKS), ("run", RUNS)):
+        a = _start(command, what, pair, args.wait)
+        b = _start(command, what, (pair[1], pair[0]), args.wait)
+        first, second = a[0] + b[0], a[1] + b[1]
+        rows[what] = {
+            "first_s": [round(a[0], 2), round(b[0], 2)],
+            "second_s": [round(a[1], 2), round(b[1], 2)],
+            "first_over_second": round(first / second, 2),
+        }
+        print(f"{what}: first {first / 2:.2f} s, second {second / 2:.2f} s, "
+              f"first/second {first / second:.2f}", flush=True)  # fmt: skip
     print(json.dumps(rows))
 
 

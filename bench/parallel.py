@@ -39,7 +39,7 @@ def wall(concurrency: int) -> float:
     )
     workflow = Workflow(tuple(Step("w", f"task {i}", ()) for i in range(3)))
     start = time.perf_counter()
-    Engine(pool, lambda e: None).run("q", workflow, ())
+    Engine(pool, lambda e: None).run_steps("q", workflow, ())
     return time.perf_counter() - start
 
 

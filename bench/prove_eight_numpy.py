@@ -1,5 +1,5 @@
 """The numpy copy of bench/prove_eight.py, on a SIMULATED reward table: the same adaptive search
-(train/adaptive.py) and step policy (train/step_head.py) on rewards drawn from the simulation's
+(train/adaptive.py) and step policy (train/step_fit.py) on rewards drawn from the simulation's
 probabilities, no model and no CLI, 0.3 s a seed, so that a change to the search or the policy
 is measured on hundreds of trainings (docs/train.md's "numpy copy" figures).
 
@@ -28,7 +28,7 @@ from conductor_cli.policy.step_head import plan, shape_of
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours
 from conductor_cli.train.head_method import candidate_shapes
-from conductor_cli.train.step_head import ShapeIndex, fit_steps
+from conductor_cli.train.step_fit import ShapeIndex, fit_steps
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
 PARTIAL_KINDS = ["pcheck", "pjoin"]

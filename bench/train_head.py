@@ -63,8 +63,8 @@ def main() -> None:
     from conductor_cli.evals.datasets import load_qa
     from conductor_cli.policy.shapes import Shape
     from conductor_cli.train.head_method import train_head
-    from conductor_cli.train.runner import Runner
-    from conductor_cli.train.session import TrainOptions
+    from conductor_cli.train.rollout import Runner
+    from conductor_cli.train.shared import TrainOptions
 
     sizes = [int(s) for s in args.train.split(",")]
     per_kind = (max(sizes) + args.held_out) // len(KINDS) + 1

@@ -42,7 +42,7 @@ def main() -> None:
     from conductor_cli.evals.datasets import load_qa
     from conductor_cli.train.head_method import train_head
     from conductor_cli.train.lora_method import train_lora
-    from conductor_cli.train.session import LoraOptions, TrainOptions
+    from conductor_cli.train.shared import LoraOptions, TrainOptions
 
     per_kind = (args.train + args.held_out) // len(KINDS) + 1
     bank = make_questions(KINDS, per_kind, seed=args.seed)

@@ -243,6 +243,12 @@ def main() -> None:
         "4 %% more often to be worth its seconds",
     )
     parser.add_argument(
+        "--learn-words",
+        type=int,
+        default=0,
+        help="rounds of learning each kind's words by reflection (train --learn-words)",
+    )
+    parser.add_argument(
         "--more", default="arc-challenge=24", help="sets drawn more than --each: NAME=N,..."
     )
     parser.add_argument(
@@ -277,6 +283,7 @@ def main() -> None:
     head = HeadOptions(
         tasks="fixed", search="all", shapes=tuple(args.shapes.split(";")), max_calls=args.max_calls,
         pca_dims=args.pca_dims, generations=args.generations, step_cost=args.step_cost,
+        learn_words=args.learn_words,
     )  # fmt: skip
     options = TrainOptions(
         name=args.out, dataset="mixed", holdout=0.0, seed=args.seed, repeats=1, head=head,

@@ -107,7 +107,7 @@ def execute(
         replans = workflow_source == "trace" and c.max_rounds > 1
         root.pull_missing(config, conductor=workflow is None or replans)
         run = _Run(root, config, options, trace, on_event, tuple(prior_rounds))
-        return run.execute(question, attachments, workflow, keep or {}, workflow_source)
+        return run.compose(question, attachments, workflow, keep or {}, workflow_source)
 
 
 @dataclass
@@ -122,7 +122,7 @@ class _Run:
     on_event: Subscriber | None
     prior_rounds: tuple[PriorRound, ...] = ()
 
-    def execute(
+    def compose(
         self,
         question: str,
         attachments: Sequence[Attachment],
@@ -150,7 +150,7 @@ class _Run:
             self.prior_rounds,
             started=start,
         )
-        return run.run(question, attachments, workflow, keep, workflow_source)
+        return run.conduct(question, attachments, workflow, keep, workflow_source)
 
     def _writer(
         self, question: str, attachments: Sequence[Attachment], identity: str

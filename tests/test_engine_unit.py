@@ -86,7 +86,7 @@ def test_independent_steps_run_at_the_same_time() -> None:
     )
     rec = Recorder()
     wf = flow(("w", "A1", ()), ("w", "A2", ()), ("w", "A3", ()))
-    results = engine([fake_worker("w", fake, max_concurrency=3)], rec).run(QUESTION, wf, ())
+    results = engine([fake_worker("w", fake, max_concurrency=3)], rec).run_steps(QUESTION, wf, ())
     assert [r.output for r in results] == ["one", "two", "three"]
     assert fake.peak_in_flight == 3
 
@@ -95,7 +95,7 @@ def test_max_concurrency_one_runs_a_workers_steps_one_at_a_time() -> None:
     fake = FakeBackend(delay=0.05)
     rec = Recorder()
     wf = flow(("w", "A1", ()), ("w", "A2", ()), ("w", "A3", ()))
-    engine([fake_worker("w", fake, max_concurrency=1)], rec).run(QUESTION, wf, ())
+    engine([fake_worker("w", fake, max_concurrency=1)], rec).run_steps(QUESTION, wf, ())
     assert fake.calls == 3
     assert fake.peak_in_flight == 1
     # Strictly alternating: each call ends before the next begins.
@@ -110,7 +110,7 @@ def test_workers_have_separate_concurrency_limits() -> None:
     rec = Recorder()
     wf = flow(("a", "A1", ()), ("b", "B1", ()))
     workers = [fake_worker("a", a, max_concurrency=1), fake_worker("b", b, max_concurrency=1)]
-    results = engine(workers, rec).run(QUESTION, wf, ())
+    results = engine(workers, rec).run_steps(QUESTION, wf, ())
     assert [r.output for r in results] == ["from a", "from b"]
 
 
@@ -127,7 +127,7 @@ def test_a_step_starts_only_after_every_step_it_sees_has_finished() -> None:
     fake.on_call = on_call
     rec = Recorder()
     wf = flow(("w", "slow", ()), ("w", "fast", ()), ("w", "join", (0, 1)))
-    results = engine([fake_worker("w", fake)], rec).run(QUESTION, wf, ())
+    results = engine([fake_worker("w", fake)], rec).run_steps(QUESTION, wf, ())
     log = fake.log
     join_start = log.index(("start", "join"))
     assert join_start > log.index(("end", "slow"))
@@ -148,7 +148,7 @@ def test_results_keep_the_workflows_order_and_the_last_output_is_the_answer() ->
     fake = FakeBackend(reply=by_task({"late": "L", "early": "E"}), on_call=on_call)
     rec = Recorder()
     wf = flow(("w", "late", ()), ("w", "early", ()))
-    results = engine([fake_worker("w", fake)], rec).run(QUESTION, wf, ())
+    results = engine([fake_worker("w", fake)], rec).run_steps(QUESTION, wf, ())
     assert fake.log.index(("end", "early")) < fake.log.index(("end", "late"))
     assert [(r.index, r.output) for r in results] == [(0, "L"), (1, "E")]
     assert [e.index for e in rec.of(StepFinished)] == [1, 0]
@@ -176,7 +176,7 @@ def test_each_step_reads_exactly_the_outputs_its_access_list_names() -> None:
     fake = FakeBackend(reply=by_task(outputs), on_call=on_call)
     wf = flow(("w", "t0", ()), ("w", "t1", ()), ("w", "t2", (0,)), ("w", "t3", (1, 2)))
     eng = Engine(Pool((fake_worker("w", fake),)), subscriber)
-    results = eng.run(QUESTION, wf, ())
+    results = eng.run_steps(QUESTION, wf, ())
     assert fake.log.index(("end", "t1")) < fake.log.index(("end", "t0"))
     prompts = {task_of(r): conversation(r) for r in fake.requests}
     seen = {task_of(r): seen_steps(r) for r in fake.requests}
@@ -207,7 +207,7 @@ def test_every_prompt_holds_the_question_then_the_task_and_no_persona() -> None:
         fake_worker("bob", b, description="writes code"),
     ]
     wf = flow(("alice", "Prove it", ()), ("bob", "Code it", (0,)))
-    engine(workers, rec).run(QUESTION, wf, ())
+    engine(workers, rec).run_steps(QUESTION, wf, ())
     (first,) = a.requests
     assert first.messages == ({"role": "user", "content": f"{QUESTION}\n\nProve it"},)
     (second,) = b.requests
@@ -228,7 +228,7 @@ def test_a_task_that_only_restates_the_question_sends_the_question_itself() -> N
         ("w", "Translate the answer into German.", ()),
         ("w", "Answer the question.", (0,)),
     )
-    engine([fake_worker("w", fake)], Recorder()).run(question, wf, ())
+    engine([fake_worker("w", fake)], Recorder()).run_steps(question, wf, ())
     by_task = {r.messages[-1]["content"]: r for r in fake.requests}
     assert question in by_task  # the first step: the question, alone, as the user asked it
     assert f"{question}\n\nTranslate the answer into German." in by_task
@@ -241,7 +241,7 @@ def test_requests_carry_the_workers_settings_and_a_seed_per_step() -> None:
     rec = Recorder()
     worker = fake_worker("w", fake, max_tokens=77, temperature=0.9)
     wf = flow(("w", "t0", ()), ("w", "t1", (0,)))
-    engine([worker], rec, seed=40).run(QUESTION, wf, ())
+    engine([worker], rec, seed=40).run_steps(QUESTION, wf, ())
     assert [(r.max_tokens, r.temperature, r.grammar) for r in fake.requests] == [
         (77, 0.9, None),
         (77, 0.9, None),
@@ -259,7 +259,7 @@ def test_attachments_are_cut_to_a_small_workers_context() -> None:
         fake_worker("small", small, context_tokens=4_000, max_tokens=100),
     ]
     wf = flow(("big", "t0", ()), ("small", "t1", ()))
-    engine(workers, rec).run(QUESTION, wf, [Attachment("notes.txt", text)])
+    engine(workers, rec).run_steps(QUESTION, wf, [Attachment("notes.txt", text)])
     assert text in user_text(big.requests[0])
     small_prompt = user_text(small.requests[0])
     assert "Attached notes.txt" in small_prompt
@@ -273,7 +273,7 @@ def test_attachments_are_cut_to_a_small_workers_context() -> None:
 def test_a_transient_failure_is_retried_with_growing_delays() -> None:
     fake = FakeBackend(reply="finally", failures=[transient("429 slow down"), transient()])
     rec = Recorder()
-    results = engine([fake_worker("w", fake, retries=2)], rec).run(
+    results = engine([fake_worker("w", fake, retries=2)], rec).run_steps(
         QUESTION, flow(("w", "t0", ())), ()
     )
     assert results[0].output == "finally"
@@ -295,7 +295,7 @@ def test_retries_give_up_after_the_configured_number_and_name_the_step() -> None
     workers = [fake_worker("flaky", fake, retries=1), fake_worker("ok", ok)]
     wf = flow(("ok", "t0", ()), ("flaky", "t1", ()))
     with pytest.raises(WorkerError) as caught:
-        engine(workers, rec).run(QUESTION, wf, ())
+        engine(workers, rec).run_steps(QUESTION, wf, ())
     assert fake.calls == 2  # one try and one retry
     assert str(caught.value).startswith("step 1 (flaky): ")
     assert "timed out" in str(caught.value)
@@ -308,7 +308,8 @@ def test_a_permanent_failure_is_not_retried() -> None:
     fake = FakeBackend(fail_all=permanent("401 bad key"))
     rec = Recorder()
     with pytest.raises(WorkerError, match="401 bad key"):
-        engine([fake_worker("w", fake, retries=5)], rec).run(QUESTION, flow(("w", "t0", ())), ())
+        eng = engine([fake_worker("w", fake, retries=5)], rec)
+        eng.run_steps(QUESTION, flow(("w", "t0", ())), ())
     assert fake.calls == 1
     assert rec.sleeps == []
     assert not rec.of(StepRetry)
@@ -329,7 +330,7 @@ def test_the_fallback_worker_takes_a_step_its_worker_could_not_do() -> None:
     ]
     text = "x" * 20_000
     attached = [Attachment("notes.txt", text)]
-    results = engine(workers, rec).run(QUESTION, flow(("primary", "t0", ())), attached)
+    results = engine(workers, rec).run_steps(QUESTION, flow(("primary", "t0", ())), attached)
     assert primary.calls == 2  # its retries are spent before the fallback steps in
     assert backup.calls == 1
     assert (results[0].worker, results[0].output) == ("backup", "backup answer")
@@ -352,7 +353,7 @@ def test_a_failing_fallback_reports_both_errors() -> None:
         fake_worker("backup", backup),
     ]
     with pytest.raises(WorkerError) as caught:
-        engine(workers, rec).run(QUESTION, flow(("primary", "t0", ())), ())
+        engine(workers, rec).run_steps(QUESTION, flow(("primary", "t0", ())), ())
     message = str(caught.value)
     assert message.startswith("step 0 (primary): ")
     assert "quota gone" in message
@@ -366,7 +367,7 @@ def test_a_fallback_missing_from_the_pool_is_not_called() -> None:
     rec = Recorder()
     workers = [fake_worker("primary", primary, fallback="ghost")]
     with pytest.raises(WorkerError, match=r"step 0 \(primary\): nope"):
-        engine(workers, rec).run(QUESTION, flow(("primary", "t0", ())), ())
+        engine(workers, rec).run_steps(QUESTION, flow(("primary", "t0", ())), ())
     assert not rec.of(StepRetry)
 
 
@@ -386,7 +387,7 @@ def test_a_failed_steps_dependents_are_skipped_and_independent_steps_still_run()
         ("good", "t4", (2,)),  # sees a skipped step
     )
     with pytest.raises(WorkerError) as caught:
-        engine(workers, rec).run(QUESTION, wf, ())
+        engine(workers, rec).run_steps(QUESTION, wf, ())
     assert sorted(task_of(r) for r in good.requests) == ["t1", "t3"]
     skipped = {e.index: e.reason for e in rec.of(StepSkipped)}
     assert skipped == {2: "step 0 did not finish", 4: "step 2 did not finish"}
@@ -398,7 +399,7 @@ def test_the_first_failed_step_is_named_and_the_others_counted() -> None:
     rec = Recorder()
     wf = flow(("w", "t0", ()), ("w", "t1", ()), ("w", "t2", ()))
     with pytest.raises(WorkerError) as caught:
-        engine([fake_worker("w", fake)], rec).run(QUESTION, wf, ())
+        engine([fake_worker("w", fake)], rec).run_steps(QUESTION, wf, ())
     assert str(caught.value) == "step 0 (w): boom (2 more steps failed)"
     assert sorted(e.index for e in rec.of(StepFailed)) == [0, 1, 2]
 
@@ -414,7 +415,7 @@ def test_the_budget_stops_before_the_call_that_would_cross_it() -> None:
     rec = Recorder()
     wf = flow(("w", "t0", ()), ("w", "t1", (0,)))
     with pytest.raises(BudgetError) as caught:
-        engine([fake_worker("w", wrapped)], rec).run(QUESTION, wf, ())
+        engine([fake_worker("w", wrapped)], rec).run_steps(QUESTION, wf, ())
     assert fake.calls == 1
     assert str(caught.value).startswith("step 1 (w): ")
     assert "--max-calls 1" in str(caught.value)
@@ -442,7 +443,7 @@ def test_a_budget_stop_skips_every_step_not_yet_started() -> None:
     wf = flow(("slow", "t0", ()), ("broke", "t1", ()), ("slow", "t2", (0,)))
     eng = Engine(Pool(tuple(workers)), subscriber, sleep=rec.sleep)
     with pytest.raises(BudgetError, match=r"step 1 \(broke\)"):
-        eng.run(QUESTION, wf, ())
+        eng.run_steps(QUESTION, wf, ())
     assert [task_of(r) for r in slow.requests] == ["t0"]
     assert {e.index: e.reason for e in rec.of(StepSkipped)} == {2: "the budget was reached"}
     assert [e.index for e in rec.of(StepFinished)] == [0]
@@ -455,7 +456,7 @@ def test_events_follow_the_run_in_order() -> None:
     fake = FakeBackend(reply=by_task({"t0": "zero", "t1": "one"}))
     rec = Recorder()
     wf = flow(("w", "t0", ()), ("w", "t1", (0,)))
-    engine([fake_worker("w", fake)], rec).run(QUESTION, wf, ())
+    engine([fake_worker("w", fake)], rec).run_steps(QUESTION, wf, ())
     summary = [(type(e).__name__, e.index) for e in rec.events]
     assert summary == [
         ("StepStarted", 0),
@@ -479,7 +480,7 @@ def test_events_follow_the_run_in_order() -> None:
 def test_a_cached_answer_is_reported_as_from_the_cache() -> None:
     fake = FakeBackend(reply="old", cached=True)
     rec = Recorder()
-    results = engine([fake_worker("w", fake)], rec).run(QUESTION, flow(("w", "t0", ())), ())
+    results = engine([fake_worker("w", fake)], rec).run_steps(QUESTION, flow(("w", "t0", ())), ())
     assert results[0].source == "cache"
     assert rec.of(StepFinished)[0].source == "cache"
 
@@ -488,7 +489,8 @@ def test_streaming_sends_the_output_piece_by_piece_before_the_step_finishes() ->
     text = "The swallow flies at eleven metres a second"
     fake = FakeBackend(reply=text)
     rec = Recorder()
-    engine([fake_worker("w", fake)], rec, stream=True).run(QUESTION, flow(("w", "t0", ())), ())
+    eng = engine([fake_worker("w", fake)], rec, stream=True)
+    eng.run_steps(QUESTION, flow(("w", "t0", ())), ())
     tokens = rec.of(StepToken)
     assert len(tokens) > 1
     assert "".join(e.text for e in tokens) == text
@@ -500,7 +502,7 @@ def test_streaming_sends_the_output_piece_by_piece_before_the_step_finishes() ->
 def test_without_streaming_the_backend_gets_no_text_sink() -> None:
     fake = FakeBackend(reply="a b c")
     rec = Recorder()
-    engine([fake_worker("w", fake)], rec).run(QUESTION, flow(("w", "t0", ())), ())
+    engine([fake_worker("w", fake)], rec).run_steps(QUESTION, flow(("w", "t0", ())), ())
     assert fake.streamed == [False]
     assert not rec.of(StepToken)
 
@@ -524,7 +526,7 @@ def test_subscribers_see_one_event_at_a_time() -> None:
 
     wf = flow(*[("w", f"t{i}", ()) for i in range(4)])
     workers = [fake_worker("w", fake, max_concurrency=4)]
-    Engine(Pool(tuple(workers)), subscriber).run(QUESTION, wf, ())
+    Engine(Pool(tuple(workers)), subscriber).run_steps(QUESTION, wf, ())
     assert overlaps == []
 
 
@@ -536,7 +538,7 @@ def test_kept_results_are_not_run_again_and_feed_their_dependents() -> None:
     rec = Recorder()
     wf = flow(("w", "t0", ()), ("w", "t1", (0,)))
     kept = StepResult(0, "w", "t0", (), (), "KEPT-OUTPUT", 3, 4, 0.1, "trace")
-    results = engine([fake_worker("w", fake)], rec).run(QUESTION, wf, (), {0: kept})
+    results = engine([fake_worker("w", fake)], rec).run_steps(QUESTION, wf, (), {0: kept})
     assert [task_of(r) for r in fake.requests] == ["t1"]
     assert "KEPT-OUTPUT" in conversation(fake.requests[0])
     assert results[0] is kept

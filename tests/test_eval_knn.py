@@ -18,8 +18,8 @@ from conductor_cli.config.settings import load_config
 from conductor_cli.errors import InputError
 from conductor_cli.evals import knn
 from conductor_cli.evals.datasets import load_dataset
+from conductor_cli.evals.pairs import run_eval
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.evals.runner import run_eval
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import Settings, base_strategies, fold_of, parse_strategies
 from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
@@ -233,7 +233,7 @@ def test_strategy_names_errors_and_lazy_imports(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from conductor_cli.cli.app import app\n"
-        "from conductor_cli.evals import runner, strategies\n"
+        "from conductor_cli.evals import pairs, strategies\n"
         "print(json.dumps(['numpy' in sys.modules, 'llama_cpp' in sys.modules]))\n"
     )
     out = subprocess.run(

@@ -16,8 +16,8 @@ from conductor_cli.config import load_config
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.errors import ConfigError, InputError
 from conductor_cli.evals import strategies
+from conductor_cli.evals.pairs import run_eval
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.evals.runner import run_eval
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.models import spec
 from conductor_cli.models.catalog import load_catalog
@@ -31,7 +31,7 @@ from conductor_cli.tools import (
     tool_backend,
     tool_version,
 )
-from conductor_cli.train.session import TrainOptions
+from conductor_cli.train.shared import TrainOptions
 
 
 def test_each_table_names_what_its_parser_accepts() -> None:

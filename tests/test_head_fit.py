@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conductor_cli.train.head import evolve
+from conductor_cli.train.head_evolution import evolve
 from conductor_cli.train.head_fit import KIND_SLACK, STRENGTHS, choose, fit_head, member_floors
 
 

@@ -275,15 +275,28 @@ def test_writes_outside_its_folder_fail_and_leave_nothing(sandbox: Sandbox, outs
 def test_its_tmp_is_its_own(sandbox: Sandbox) -> None:
     # Model-written code writes to /tmp: it gets a private one, which the host never sees.
     name = f"conductor-test-{secrets.token_hex(6)}"
-    outcome = sandbox.run(
-        f"import os, tempfile\nopen('/tmp/{name}', 'w').write('x')\n"
-        "print(sorted(os.listdir('/tmp')))\n"
-        "print(tempfile.NamedTemporaryFile().name.startswith(os.getcwd()))\n"
-    )
+    host = Path(tempfile.gettempdir()) / f"conductor-host-{secrets.token_hex(6)}"
+    host.write_text("the host's", encoding="utf-8")
+    try:
+        outcome = sandbox.run(
+            f"import os, tempfile\nopen('/tmp/{name}', 'w').write('x')\n"
+            "print(sorted(os.listdir('/tmp')))\n"
+            "print(tempfile.NamedTemporaryFile().name.startswith(os.getcwd()))\n"
+        )
+    finally:
+        host.unlink()
     assert outcome.passed, outcome.output
     listed, own_tmp = outcome.output.splitlines()
-    # Its folder and its file: nothing of the host's /tmp, which has other files.
-    assert len(eval(listed)) == 2 and name in listed and "conductor-sandbox-" in listed, listed
+    # Its folder and its file, and where the interpreter it runs is mounted when that lies
+    # under /tmp (a checkout there): nothing else of the host's /tmp.
+    mounted = {
+        Path(p).resolve().relative_to("/tmp").parts[0]
+        for p in (sys.prefix, sys.base_prefix, sys.executable)
+        if Path(p).resolve().is_relative_to("/tmp")
+    }
+    names = set(eval(listed)) - mounted
+    assert name in names and host.name not in names, listed
+    assert len(names) == 2 and any(n.startswith("conductor-sandbox-") for n in names), listed
     assert own_tmp == "True"
     assert not os.path.exists(f"/tmp/{name}")
 

@@ -1,4 +1,4 @@
-"""The step policy (train/step_head.py) on reward tables made from a simulation's
+"""The step policy (train/step_fit.py) on reward tables made from a simulation's
 probabilities: pure numpy, no model. The end-to-end check on the simulated pool is in
 tests/test_train_budget.py."""
 
@@ -12,9 +12,9 @@ import pytest
 from conductor_cli.policy.head import project
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.policy.step_head import StepHead, plan, shape_of
-from conductor_cli.train.head import fit_pca
+from conductor_cli.train.head_evolution import fit_pca
 from conductor_cli.train.head_method import candidate_shapes, resolve_policy
-from conductor_cli.train.step_head import ShapeIndex, beyond_drafts, fit_steps, regress
+from conductor_cli.train.step_fit import ShapeIndex, beyond_drafts, fit_steps, regress
 
 KINDS = ["arith", "words", "geo", "logic", "chain", "join"]
 SPECIALIST = {"arith": "w0", "words": "w1", "geo": "w2", "logic": "w3"}
@@ -262,7 +262,7 @@ def test_the_search_tries_partial_workers_as_drafts_within_its_share() -> None:
     """Before issue 44 the search never bought a shape in which w3 reads w7 (w7 is never among
     the best alone); now input exploration finds one right, within EXPLORE_SHARE of the budget
     left after the single runs."""
-    from conductor_cli.train.step_head import EXPLORE_SHARE
+    from conductor_cli.train.step_fit import EXPLORE_SHARE
 
     found = 0
     for seed in range(4):
@@ -280,7 +280,7 @@ def test_input_exploration_draws_readers_proven_elsewhere_and_unseen_drafts() ->
     """w5 judged w1 and w2 right on other questions: at a question where nothing works yet,
     it is the judge drawn most; a tool starts ahead as a draft."""
     from conductor_cli.train.explore import Observations
-    from conductor_cli.train.step_head import explore_inputs
+    from conductor_cli.train.step_fit import explore_inputs
 
     _, shapes, index, labels = _pool(8)
     obs = Observations.empty(60, len(shapes))
@@ -308,7 +308,7 @@ def test_input_exploration_draws_readers_proven_elsewhere_and_unseen_drafts() ->
 def test_input_exploration_is_paced_to_its_share_of_what_the_search_spent() -> None:
     """Its readers are drawn from what the runs have shown: all at once, up front, the judge
     proven on the join kind later in the search would not be among them."""
-    from conductor_cli.train.step_head import EXPLORE_SHARE
+    from conductor_cli.train.step_fit import EXPLORE_SHARE
 
     obs, _, shapes, used = _search(PARTIAL_KINDS, 0, batches=1)
     # One batch: its jobs and its exploration, priced as the search prices them.
@@ -374,7 +374,7 @@ def test_a_readers_lift_is_its_best_shape_at_a_lower_bound() -> None:
     """Of a judge's shapes, one right in both its runs does not outrank one right in 7 of 10
     where the judge alone was wrong."""
     from conductor_cli.train.explore import Observations
-    from conductor_cli.train.step_head import RoleLifts
+    from conductor_cli.train.step_fit import RoleLifts
 
     _, shapes, index, labels = _pool(4)
     obs = Observations.empty(12, len(shapes))
@@ -412,7 +412,7 @@ def test_lesser_drafts_are_drawn_from_what_compositions_near_the_question_showed
     its best answerer alone starts from LESSER_RUNS runs at that record, so the search's draws
     go to the best answerer's; where compositions were right near it, the prior says so."""
     from conductor_cli.train.explore import Observations, next_batch
-    from conductor_cli.train.step_head import LESSER_RUNS, lesser_prior
+    from conductor_cli.train.step_fit import LESSER_RUNS, lesser_prior
 
     workers, shapes, index, labels = _pool(8)
     obs = Observations.empty(40, len(shapes))
@@ -442,7 +442,7 @@ def test_lesser_drafts_are_drawn_from_what_compositions_near_the_question_showed
 def test_an_input_is_credited_only_with_what_its_judge_did_not_get_from_the_other() -> None:
     """w3 reading w0 is right whatever else it reads (chain): the join of w0 and w4 judged by
     w3 credits w0, not w4. w5 reading w1 and w2 is right only with both (join): both are."""
-    from conductor_cli.train.step_head import gives
+    from conductor_cli.train.step_fit import gives
 
     workers, shapes, index, _ = _pool(8)
     table = np.array([[right(s, kind) for s in shapes] for kind in ("chain", "join")])

@@ -37,7 +37,7 @@ from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool,
 from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
 from conductor_cli.train.measured import store_path
 from conductor_cli.train.reward import reward
-from conductor_cli.train.session import split
+from conductor_cli.train.shared import split
 
 from .conftest import assert_one_line_error, run_cli, start_cli
 

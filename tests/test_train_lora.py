@@ -24,7 +24,7 @@ from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool,
 from conductor_cli.train import adapter_gguf, base_copy
 from conductor_cli.train.export_check import PROMPTS, check_export
 from conductor_cli.train.lora_method import Sample, minibatches, select_experts
-from conductor_cli.train.policy import Policy, pick_device
+from conductor_cli.train.lora_model import Policy, pick_device
 from conductor_cli.train.routing import routing_mask
 
 from .conftest import assert_one_line_error, run_cli, start_cli

@@ -1,4 +1,4 @@
-"""`conductor train`'s options reach the method as the records they fill (train/session.py's
+"""`conductor train`'s options reach the method as the records they fill (train/shared.py's
 HeadOptions, LoraOptions and TrainOptions, each field the `--option` of its name): the CLI
 builds them by name, so a new option is a field and a typer parameter of the same name."""
 
@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from conductor_cli import train
 from conductor_cli.cli.app import app
-from conductor_cli.train.session import HeadOptions, LoraOptions, TrainOptions
+from conductor_cli.train.shared import HeadOptions, LoraOptions, TrainOptions
 
 
 def test_each_option_fills_the_field_of_its_name(

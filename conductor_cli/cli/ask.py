@@ -19,7 +19,7 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 from conductor_cli.cli.complete import worker_names
-from conductor_cli.cli.present import print_answer, print_json, watching
+from conductor_cli.cli.output import print_answer, print_json, watching
 from conductor_cli.models import spellings
 
 FileOption = Annotated[

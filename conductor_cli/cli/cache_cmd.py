@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
-from conductor_cli.cli.present import print_json
+from conductor_cli.cli.output import print_json
 
 if TYPE_CHECKING:
     from conductor_cli.runtime import Runtime

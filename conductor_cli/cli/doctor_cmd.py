@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
-from conductor_cli.cli.present import print_json
+from conductor_cli.cli.output import print_json
 
 
 @handle_errors

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from conductor_cli.cli.common import AsJson, ConfigOption, config_path, handle_errors
-from conductor_cli.cli.present import print_json
+from conductor_cli.cli.output import print_json
 
 if TYPE_CHECKING:
     from conductor_cli.config import Config

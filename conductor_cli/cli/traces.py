@@ -18,7 +18,7 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 from conductor_cli.cli.complete import trace_ids
-from conductor_cli.cli.present import print_answer, print_json, watching
+from conductor_cli.cli.output import print_answer, print_json, watching
 
 app = typer.Typer(no_args_is_help=True)
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conductor_cli.cli.present import watching
+from conductor_cli.cli.output import watching
 from conductor_cli.errors import ConductorError
 from conductor_cli.server import Endpoint, RemoteResult, ServerGone
 from conductor_cli.wire import RunRequest

@@ -9,7 +9,7 @@ import typer
 
 from conductor_cli.cli.common import AsJson, ConfigOption, config_path, config_target, handle_errors
 from conductor_cli.cli.complete import worker_names
-from conductor_cli.cli.present import print_json
+from conductor_cli.cli.output import print_json
 from conductor_cli.models import spellings
 
 app = typer.Typer(no_args_is_help=True)

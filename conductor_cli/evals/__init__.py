@@ -13,8 +13,8 @@ _EXPORTS = {
     "load_dataset": "datasets",
     "select": "datasets",
     "export_grpo": "export",
-    "EvalRequest": "session",
-    "open_eval": "session",
+    "EvalRequest": "eval_job",
+    "open_eval": "eval_job",
     "trained_notes": "strategies",
 }
 __all__ = [
@@ -40,12 +40,12 @@ if TYPE_CHECKING:
         load_dataset,
         select,
     )
-    from conductor_cli.evals.export import (
-        export_grpo,
-    )
-    from conductor_cli.evals.session import (
+    from conductor_cli.evals.eval_job import (
         EvalRequest,
         open_eval,
+    )
+    from conductor_cli.evals.export import (
+        export_grpo,
     )
     from conductor_cli.evals.strategies import (
         trained_notes,

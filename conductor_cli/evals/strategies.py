@@ -225,7 +225,7 @@ def derive_oracle(d: Derivation, strategy: str) -> list[Result]:
     return oracle_results(d.problems, d.singles, d.workers)
 
 
-_SOLVERS = "conductor_cli.evals.runner:solve_"
+_SOLVERS = "conductor_cli.evals.pairs:solve_"
 _HERE = "conductor_cli.evals.strategies:"
 _KNN = "conductor_cli.evals.knn:"
 STRATEGY_KINDS: dict[str, StrategyKind] = {

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from conductor_cli import __version__
 from conductor_cli.api import RunResult
-from conductor_cli.mcp_server.session import AskFailed, AskSession
+from conductor_cli.mcp_server.answering import AskFailed, AskSession
 
 INSTRUCTIONS = (
     "conductor answers a question with the user's own team of language models: a small local "

@@ -1,6 +1,7 @@
 """A trained linear head over the conductor's hidden state that picks a workflow shape: the
 hidden state standardized and reduced by PCA to a few numbers, and a linear layer that scores
-each shape; the shape with the highest score is planned (train/head.py learns the weights).
+each shape; the shape with the highest score is planned (train/head_evolution.py learns the
+weights).
 """
 
 from __future__ import annotations

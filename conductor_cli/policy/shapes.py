@@ -35,9 +35,23 @@ class Shape:
     sees: tuple[tuple[int, ...], ...]
     # Each step's words by name (policy/words.WORDS); empty: `answer`, `check` where it sees.
     words: tuple[str, ...] = ()
+    # Each step's words themselves where a training learned some (train/word_shapes.py): the
+    # names above are then the learned ones' (`check_objects`), not entries of WORDS.
+    texts: tuple[str, ...] = ()
 
     def word(self, step: int) -> str:
         return self.words[step] if self.words else words.default(self.sees[step])
+
+    def text(self, step: int) -> str:
+        """What step `step` is told."""
+        return self.texts[step] if self.texts else words.WORDS[self.word(step)]
+
+    def with_words(self, step: int, name: str, text: str) -> Shape:
+        """This shape with step `step` told `text`, named `name` (learned words)."""
+        names = [self.word(i) for i in range(len(self.workers))]
+        texts = [self.text(i) for i in range(len(self.workers))]
+        names[step], texts[step] = name, text
+        return Shape(self.workers, self.sees, tuple(names), tuple(texts))
 
     @property
     def label(self) -> str:
@@ -55,6 +69,8 @@ class Shape:
         d: dict[str, object] = {"workers": list(self.workers), "sees": [list(s) for s in self.sees]}
         if self.words:
             d["words"] = list(self.words)
+        if self.texts:
+            d["texts"] = list(self.texts)
         return d
 
     @classmethod
@@ -62,21 +78,25 @@ class Shape:
         workers = d["workers"]
         sees = d["sees"]
         named = d.get("words", [])
+        texts = d.get("texts", [])
         if not isinstance(workers, list) or not isinstance(sees, list):
             raise ValueError("a shape needs lists 'workers' and 'sees'")
-        if not isinstance(named, list) or any(w not in words.WORDS for w in named):
+        if not isinstance(texts, list) or (texts and len(texts) != len(workers)):
+            raise ValueError("a shape's 'texts' give the words of every step")
+        if not isinstance(named, list) or (not texts and any(w not in words.WORDS for w in named)):
             raise ValueError(f"a shape's 'words' name entries of {', '.join(words.WORDS)}")
         return cls(
             tuple(str(w) for w in workers),
             tuple(tuple(int(i) for i in s) for s in sees),
             tuple(str(w) for w in named),
+            tuple(str(t) for t in texts),
         )
 
     def workflow(self) -> Workflow:
         """The shape with its words (the training words where it names none)."""
         steps = []
         for i, (worker, sees) in enumerate(zip(self.workers, self.sees, strict=True)):
-            steps.append(Step(worker, words.WORDS[self.word(i)], sees))
+            steps.append(Step(worker, self.text(i), sees))
         return Workflow(tuple(steps))
 
     def matches(self, workflow: Workflow) -> bool:
@@ -86,7 +106,9 @@ class Shape:
         )
 
 
-_PART = re.compile(r"(?P<worker>[^\s\[<>]+)(?:\[(?P<word>[a-z_]+)\])?(?:<(?P<sees>\d+(?:,\d+)*))?")
+_PART = re.compile(
+    r"(?P<worker>[^\s\[<>]+)(?:\[(?P<word>[a-z0-9_]+)\])?(?:<(?P<sees>\d+(?:,\d+)*))?"
+)
 
 
 def parse_shape(label: str, workers: Sequence[str]) -> Shape:
@@ -175,7 +197,7 @@ def shape_grammar(shape: Shape) -> str:
         head = json.dumps({"worker": worker})[:-1] + ', "task": '
         tail = ', "sees": ' + json.dumps(list(sees)) + "}"
         # Words a shape names are part of it: the conductor writes only the others.
-        task = _lit(json.dumps(words.WORDS[shape.word(i)])) if shape.words else "task"
+        task = _lit(json.dumps(shape.text(i))) if shape.words else "task"
         steps.append(f"{_lit(head)} {task} {_lit(tail)}")
     body = ' ", " '.join(steps)
     return "\n".join([f'root ::= "{{\\"steps\\": [" {body} "]}}"', *task_rules()]) + "\n"

@@ -1,5 +1,5 @@
 """A trained step-by-step policy over workers as vectors (`conductor train --policy steps`;
-train/step_head.py learns it): each worker scores as the one who answers, the one who checks
+train/step_fit.py learns it): each worker scores as the one who answers, the one who checks
 and the judge of two answers, and as what it gives when seen: the draft a checker reads, one of
 the two inputs a judge reads (a tool or a partial worker, wrong alone, can be the best input);
 three gates weigh the moves, and planning goes step by step.

@@ -130,7 +130,7 @@ class Engine:
     # An agent's tools and conversation: the last step's worker gets them if it calls tools.
     agent: AgentTurn | None = None
 
-    def run(
+    def run_steps(
         self,
         question: str,
         workflow: Workflow,

@@ -184,7 +184,7 @@ class Execution:
     prior_rounds: tuple[PriorRound, ...] = ()
     started: float | None = None  # time.monotonic() when the caller began (resolving counts)
 
-    def run(
+    def conduct(
         self,
         question: str,
         attachments: Sequence[Attachment],
@@ -192,12 +192,13 @@ class Execution:
         keep: Mapping[int, StepResult],
         source: Source,
     ) -> RunResult:
-        """Run to the end; a failure or Ctrl-C still ends the record (failed, interrupted)."""
+        """Plan and run to the end, between the run's first and last events; a failure or
+        Ctrl-C still ends the record (failed, interrupted)."""
         start = time.monotonic() if self.started is None else self.started
         emit = sealed(self.emit)
         try:
             emit(RunStarted(question))
-            result = self._run(question, attachments, workflow, keep, source, emit, start)
+            result = self._plan_and_run(question, attachments, workflow, keep, source, emit, start)
             emit(RunFinished(result.answer))
             return result
         except ConductorError as e:
@@ -216,7 +217,7 @@ class Execution:
                 emit(ending)
             raise
 
-    def _run(
+    def _plan_and_run(
         self,
         question: str,
         attachments: Sequence[Attachment],
@@ -255,7 +256,7 @@ class Execution:
             cancel=controls.cancel,
             agent=controls.agent,
         )
-        steps = engine.run(question, workflow, attachments, keep)
+        steps = engine.run_steps(question, workflow, attachments, keep)
         answer, rounds = steps[-1].output, []
         notes: list[str] = list(chooser.notes) if chooser is not None else []
         # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
@@ -272,7 +273,7 @@ class Execution:
                 self.check_cancel,
                 controls.cancel,
             )
-            answer = later.run(question, attachments, workflow, answer, emit, rounds, notes)
+            answer = later.play(question, attachments, workflow, answer, emit, rounds, notes)
         result = RunResult(
             question,
             workflow,

@@ -41,7 +41,7 @@ class LaterRounds:
     check_cancel: Callable[[], None]
     cancel: threading.Event | None = None
 
-    def run(
+    def play(
         self,
         question: str,
         attachments: Sequence[Attachment],
@@ -121,4 +121,4 @@ class LaterRounds:
         seen = Attachment(f"answer of round {k - 1}", answer)
         engine = Engine(self.pool, in_round, seed=self.seed, stream=self.stream, cancel=self.cancel)
         keep = prior.keep if prior is not None else {}
-        return engine.run(question, chosen, [*attachments, seen], keep)
+        return engine.run_steps(question, chosen, [*attachments, seen], keep)

@@ -17,12 +17,12 @@ from conductor_cli.exports import lazy_exports
 _EXPORTS = {
     "Isolation": "isolation",
     "Limits": "isolation",
-    "Outcome": "runner",
-    "Sandbox": "runner",
+    "Outcome": "process",
+    "Sandbox": "process",
 }
 __all__ = ["Isolation", "Limits", "Outcome", "Sandbox"]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from conductor_cli.sandbox.isolation import Isolation, Limits
-    from conductor_cli.sandbox.runner import Outcome, Sandbox
+    from conductor_cli.sandbox.process import Outcome, Sandbox

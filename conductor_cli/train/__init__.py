@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
     from conductor_cli.evals.records import Problem
     from conductor_cli.train.launch import is_launched, launch_processes, note_exit
-    from conductor_cli.train.session import HeadOptions, LoraOptions, OnProgress, TrainOptions
+    from conductor_cli.train.shared import HeadOptions, LoraOptions, OnProgress, TrainOptions
 
 # (config, problems, options, method, data_file, on_progress) -> the trained conductor's record
 # (None on the processes of a multi-process training other than the main one)
@@ -172,10 +172,10 @@ _EXPORTS = {
     "is_launched": "launch",
     "launch_processes": "launch",
     "note_exit": "launch",
-    "HeadOptions": "session",
-    "from_params": "session",
-    "LoraOptions": "session",
-    "TrainOptions": "session",
+    "HeadOptions": "shared",
+    "from_params": "shared",
+    "LoraOptions": "shared",
+    "TrainOptions": "shared",
 }
 __all__ = [
     "METHODS",

@@ -29,7 +29,7 @@ from conductor_cli.train.explore import (
     estimates,
     next_batch,
 )
-from conductor_cli.train.step_head import (
+from conductor_cli.train.step_fit import (
     EXPLORE_SHARE,
     ShapeIndex,
     beyond_drafts,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from conductor_cli.backends.llamacpp import load_llama, stderr_note
-from conductor_cli.train.policy import Policy
+from conductor_cli.train.lora_model import Policy
 
 PROMPTS = (
     "The capital of France is",

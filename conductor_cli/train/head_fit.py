@@ -1,12 +1,12 @@
 """The shape head's weights, chosen by cross-validation among several fits of the reward table.
 
-Two kinds of fit: the evolution of train/head.py (sep-CMA-ES on the mean reward of the argmax
-picks), and a softmax policy whose expected reward is maximized by gradient ascent with an L2
-penalty of a few strengths (the bias is not penalized, so a strong penalty leaves the best fixed
-shape and only the clearest differences between questions). Each fit is scored by the reward
-its picks earn on questions it did not see (k folds, stratified by the questions' kinds), and
-the one kept is the fit that gives away the fewest kinds (a kind where it does worse than the
-best member alone on it by more than KIND_SLACK), then the best held-out reward.
+Two kinds of fit: the evolution of train/head_evolution.py (sep-CMA-ES on the mean reward of the
+argmax picks), and a softmax policy whose expected reward is maximized by gradient ascent with
+an L2 penalty of a few strengths (the bias is not penalized, so a strong penalty leaves the best
+fixed shape and only the clearest differences between questions). Each fit is scored by the
+reward its picks earn on questions it did not see (k folds, stratified by the questions' kinds),
+and the one kept is the fit that gives away the fewest kinds (a kind where it does worse than
+the best member alone on it by more than KIND_SLACK), then the best held-out reward.
 
 Why: with a few dozen questions, the evolution's argmax objective is flat almost everywhere and
 its result depends on the seed: on the 75 training questions of bench/train_public.py one seed
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from conductor_cli.train.head import GENERATIONS, evolve
+from conductor_cli.train.head_evolution import GENERATIONS, evolve
 
 FOLDS = 5
 SPLITS = 3  # the folds drawn again, each question's held-out reward averaged over them

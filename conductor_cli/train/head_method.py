@@ -51,14 +51,15 @@ from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
-from conductor_cli.train.head import best_fixed_shape, fit_pca
+from conductor_cli.train.head_evolution import best_fixed_shape, fit_pca
 from conductor_cli.train.head_fit import EVOLUTION, HeadFit, fit_head
+from conductor_cli.train.head_words import learn_words_phase
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
-from conductor_cli.train.rewards import Job, RewardRuns
+from conductor_cli.train.reward_runs import Job, RewardRuns
+from conductor_cli.train.rollout import Runner, held_out_score
 from conductor_cli.train.round_head import train_round_head
-from conductor_cli.train.runner import Runner, held_out_score
-from conductor_cli.train.session import (
+from conductor_cli.train.shared import (
     OnProgress,
     Progress,
     TrainOptions,
@@ -77,7 +78,7 @@ from conductor_cli.train.spend import (
     write_spent,
 )
 from conductor_cli.train.spend import check as check_spend
-from conductor_cli.train.step_head import ShapeIndex, fit_steps
+from conductor_cli.train.step_fit import ShapeIndex, fit_steps
 from conductor_cli.train.workdir import (
     disk_full,
     install,
@@ -325,6 +326,12 @@ class _Setup:
                 f"--rounds {head.rounds} with the step policy (--policy steps, or auto on "
                 f"{len(names)} workers): later rounds are learned by the shape head only; train "
                 "one round, or a pool whose shapes the shape head takes (--policy shapes)"
+            )
+        if policy == "steps" and head.learn_words:
+            raise InputError(
+                f"--learn-words {head.learn_words} with the step policy (--policy steps, or "
+                f"auto on {len(names)} workers): learned words become shapes of the shape head; "
+                "use --policy shapes"
             )
         if head.shapes:
             shapes = chosen_shapes(head.shapes, names, c.max_steps, policy)
@@ -605,6 +612,17 @@ def _train(
         runs, inputs, options, reward_limit, spent[0], job.config.cache.enabled, job.on_progress,
         index, explored,
     )  # fmt: skip
+    words_notes = None
+    if head_options.learn_words and index is None:
+        added, columns, words_notes = learn_words_phase(
+            runs, table, head_options.step_cost, options.cost_weight, head_options.learn_words,
+            tool_workers(job.config), job.on_progress,
+        )  # fmt: skip
+        if added:
+            setup.shapes.extend(added)
+            table = np.hstack([table, columns])
+            weights = np.zeros((head0.weights.shape[0], len(setup.shapes)))
+            head0 = replace(head0, weights=weights, shapes=tuple(setup.shapes))
     if head_options.max_calls is not None:
         runs.budget.max_calls = head_options.max_calls - spent[0]
     table_notes = {
@@ -644,7 +662,7 @@ def _train(
     fitted.head.save(staged / registry.HEAD)
     if round_head is not None:
         round_head.save(staged / registry.ROUND_HEAD)
-    extra = {"round_table": round_part, "before": before}
+    extra = {"round_table": round_part, "before": before, "words": words_notes}
     record = _record(job, base_spec, base.path, plan, runs, table, fitted, table_notes, extra)
     write_json(staged / registry.RECORD, record)
     install(work, final, options.force or options.resume)
@@ -708,6 +726,7 @@ def _record(
             "tasks": options.head.tasks,
             "rounds": options.head.rounds,
             "step_cost": options.head.step_cost,
+            "learn_words": options.head.learn_words,
             **({"named_shapes": [shape.label for shape in shapes]} if options.head.shapes else {}),
         },
         "estimate": plan.to_dict(),
@@ -734,6 +753,7 @@ def _record(
         },
         **({"fit": fitted.choice.to_dict()} if fitted.choice is not None else {}),
         **({"round_table": round_part} if round_part else {}),
+        **({"learned_words": extra["words"]} if extra["words"] else {}),
         "curve": fitted.curve,
         "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
         "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},

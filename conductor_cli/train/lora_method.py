@@ -44,8 +44,8 @@ from conductor_cli.run.planner import Conductor, WorkerInfo, plan_messages, work
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
 from conductor_cli.train.examples import Encoder, Example
-from conductor_cli.train.runner import SEED_STRIDE, HeldOut, Runner, held_out_score, reward_of
-from conductor_cli.train.session import (
+from conductor_cli.train.rollout import SEED_STRIDE, HeldOut, Runner, held_out_score, reward_of
+from conductor_cli.train.shared import (
     OnProgress,
     Progress,
     TrainOptions,
@@ -66,7 +66,7 @@ from conductor_cli.train.workdir import (
 )
 
 if TYPE_CHECKING:
-    from conductor_cli.train.policy import Policy
+    from conductor_cli.train.lora_model import Policy
 
 LORA_METHODS = ("expert-iteration", "grpo")
 LEARNING_RATE = {"expert-iteration": 1e-3, "grpo": 3e-4}  # measured here (PITFALLS, Learning)
@@ -561,7 +561,7 @@ def train_lora(
     held_out_ids: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """Train a LoRA conductor on `problems` for `config`'s pool; returns the training record."""
-    from conductor_cli.train.policy import Policy, pick_device, require_torch
+    from conductor_cli.train.lora_model import Policy, pick_device, require_torch
 
     started = time.monotonic()
     _check_lora_options(options, method)

@@ -20,7 +20,6 @@ from typing import Any
 
 from conductor_cli.disk import paths
 from conductor_cli.evals.records import Problem
-from conductor_cli.policy import words
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.train.reward import reward
 
@@ -47,7 +46,8 @@ def shape_key(shape: Shape, fingerprints: Mapping[str, str]) -> str:
     key: list[object] = [WORDS, [fingerprints[w] for w in shape.workers]]
     key.append([list(s) for s in shape.sees])
     if shape.words:
-        key.append([words.WORDS[w] for w in shape.words])  # the words themselves, not names
+        # the words themselves, not names
+        key.append([shape.text(i) for i in range(len(shape.workers))])
     return _digest(key)
 
 

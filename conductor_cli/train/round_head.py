@@ -38,10 +38,10 @@ from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import replan_messages, worker_infos
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.train.checkpoint import read_checkpoint, run_checkpointed
-from conductor_cli.train.head import evolve, fit_pca
+from conductor_cli.train.head_evolution import evolve, fit_pca
 from conductor_cli.train.reward import reward
-from conductor_cli.train.runner import SEED_STRIDE, Runner, reward_of
-from conductor_cli.train.session import OnProgress, Progress, TrainOptions
+from conductor_cli.train.rollout import SEED_STRIDE, Runner, reward_of
+from conductor_cli.train.shared import OnProgress, Progress, TrainOptions
 
 CHECKPOINT = "rounds.jsonl"
 FOLDS = 4

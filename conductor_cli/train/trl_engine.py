@@ -54,8 +54,8 @@ from conductor_cli.train.lora_method import (
     save_conductor,
     select_experts,
 )
-from conductor_cli.train.runner import Runner, held_out_score
-from conductor_cli.train.session import (
+from conductor_cli.train.rollout import Runner, held_out_score
+from conductor_cli.train.shared import (
     OnProgress,
     Progress,
     TrainOptions,
@@ -74,7 +74,7 @@ MAX_REPLY_TOKENS = 512  # a workflow reply under the grammar is far shorter
 
 def require_trl() -> None:
     """One line naming what is missing (looked up, not imported: trl imports in seconds)."""
-    from conductor_cli.train.policy import installed
+    from conductor_cli.train.lora_model import installed
 
     modules = ("torch", "transformers", "peft", "gguf", "trl", "accelerate", "datasets")
     missing = [m for m in modules if not installed(m)]
@@ -180,7 +180,7 @@ def train_trl(
     require_trl()
     from accelerate import PartialState
 
-    from conductor_cli.train.policy import Policy, pick_device
+    from conductor_cli.train.lora_model import Policy, pick_device
 
     started = time.monotonic()
     lora = options.lora

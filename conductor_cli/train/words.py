@@ -25,14 +25,18 @@ REFLECT = """You improve the instruction a small assistant model gets for one ki
 The instruction now: "{words}"
 
 Questions of this kind it got wrong with that instruction: each question, the start of its
-reply, and the right answer.
+reply (and of the earlier steps' replies it read, if any), and the right answer.
 
 {examples}
 
 Write one new instruction for every question of this kind, better than the one now: say how
-to work such a question out and how to end the reply (the last line must be "Answer: ..."
-with the answer alone). Do not mention these questions or their answers. Reply with the
-instruction alone, on one line."""
+to work such a question out and {ending}. Do not mention these questions or their answers.
+Reply with the instruction alone, on one line."""
+# How a reply must end, by what reads it: the user (an answer) or the python tool (a program).
+ENDS_ANSWER = 'how to end the reply (the last line must be "Answer: ..." with the answer alone)'
+ENDS_PROGRAM = (
+    "that the reply must be one ```python block whose program prints only the final answer"
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,12 @@ def clean(proposal: str) -> str:
     return ""
 
 
-def reflect_prompt(words: str, failures: Sequence[tuple[Problem, str]], offset: int = 0) -> str:
+def reflect_prompt(
+    words: str,
+    failures: Sequence[tuple[Problem, str]],
+    offset: int = 0,
+    ending: str = ENDS_ANSWER,
+) -> str:
     """The proposer's prompt: the words now and EXAMPLES of their failures, from `offset`
     on (each proposal of a round sees other failures)."""
     shown = []
@@ -85,7 +94,7 @@ def reflect_prompt(words: str, failures: Sequence[tuple[Problem, str]], offset: 
             f"Question: {problem.question[:EXAMPLE_CHARS]}\n"
             f"Reply: {reply.strip()[:EXAMPLE_CHARS]}\nRight answer: {answer}"
         )
-    return REFLECT.format(words=words, examples="\n\n".join(shown))
+    return REFLECT.format(words=words, examples="\n\n".join(shown), ending=ending)
 
 
 def learn_words(
@@ -96,6 +105,7 @@ def learn_words(
     *,
     rounds: int = 3,
     per_round: int = 2,
+    ending: str = ENDS_ANSWER,
 ) -> WordsSearch:
     """From `start`, `rounds` times: `per_round` proposals from the best words' failures, each
     run on every problem; a proposal is kept as the best only if it is right more often."""
@@ -118,7 +128,7 @@ def learn_words(
         if not failures[best.words]:
             break  # nothing left to learn from
         for k in range(per_round):
-            prompt = reflect_prompt(best.words, failures[best.words], k * EXAMPLES)
+            prompt = reflect_prompt(best.words, failures[best.words], k * EXAMPLES, ending)
             words = clean(propose(prompt))
             if not words or words in tried:
                 continue

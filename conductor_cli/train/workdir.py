@@ -15,7 +15,7 @@ from conductor_cli.disk import paths
 from conductor_cli.disk.atomic import atomic_write
 from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.policy import registry
-from conductor_cli.train.session import TrainOptions
+from conductor_cli.train.shared import TrainOptions
 
 SPLIT = "split.json"
 

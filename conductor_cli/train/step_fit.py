@@ -35,7 +35,7 @@ import numpy as np
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.policy.step_head import Plan, StepWeights, plan
 from conductor_cli.train.explore import Near, Observations, right_runs
-from conductor_cli.train.head import CV_MARGIN, GENERATIONS, search
+from conductor_cli.train.head_evolution import CV_MARGIN, GENERATIONS, search
 
 # The gates' evolution step size, as a share of the regressions' spread: they start from a
 # good ranking within each role, and larger steps only scatter it.

@@ -1,5 +1,5 @@
 """One eval from request to report: the dataset loaded and picked, its result store opened,
-every strategy run (evals/runner.py), the summaries and the `--json-out` meta made.
+every strategy run (evals/pairs.py), the summaries and the `--json-out` meta made.
 
 `open_eval` checks and prepares everything before any model runs (a caller with a progress
 bar learns the number of runs there); `EvalSession.run` runs it. `evaluate` does both.
@@ -15,8 +15,8 @@ from conductor_cli.config.settings import Config, config_to_dict
 from conductor_cli.errors import InputError
 from conductor_cli.evals import report
 from conductor_cli.evals.datasets import fingerprint, load_dataset, select
+from conductor_cli.evals.pairs import OnResult, run_eval
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.evals.runner import OnResult, run_eval
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import Settings, base_strategies, parse_strategies
 from conductor_cli.storage.cache import CacheMode

@@ -23,7 +23,7 @@ from conductor_cli.train.measured import (
     shape_key,
 )
 from conductor_cli.train.reward import run_cost
-from conductor_cli.train.runner import SEED_STRIDE, Runner
+from conductor_cli.train.rollout import SEED_STRIDE, Runner
 
 Job = tuple[int, int, int]  # (training question, shape, repeat)
 
@@ -47,6 +47,11 @@ class RewardRuns:
         self.question_keys = [question_key(p) for p in self.training]
         self.shape_keys = [shape_key(s, self.fingerprints) for s in self.shapes]
         self.stopped = False  # the budget ended the measuring
+
+    def add_shapes(self, shapes: Sequence[Shape]) -> None:
+        """More shapes to measure (learned words: train/head_words.py), after those there."""
+        self.shapes = [*self.shapes, *shapes]
+        self.shape_keys += [shape_key(s, self.fingerprints) for s in shapes]
 
     def key(self, job: Job) -> Key:
         q, s, r = job

@@ -1,4 +1,4 @@
-"""`evals.session`: the eval a Python caller runs without the CLI (a fake remote pool): the
+"""`evals.eval_job`: the eval a Python caller runs without the CLI (a fake remote pool): the
 count of runs is known before any model, results come back summarized with their meta, and
 a second run reuses the stored results unless asked to restart."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from conductor_cli.config.settings import load_config
 from conductor_cli.errors import InputError
-from conductor_cli.evals.session import EvalRequest, evaluate, open_eval
+from conductor_cli.evals.eval_job import EvalRequest, evaluate, open_eval
 from conductor_cli.testing.fake_openai import FakeOpenAIServer
 
 

@@ -21,7 +21,7 @@ from conductor_cli.models.spec import ModelSpec
 from conductor_cli.policy import registry
 from conductor_cli.policy.head import PCA_DIMS
 from conductor_cli.runtime import pull_models_for
-from conductor_cli.train.head import GENERATIONS
+from conductor_cli.train.head_evolution import GENERATIONS
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime
 from conductor_cli.sandbox import Sandbox
 from conductor_cli.train.reward import reward, run_cost
-from conductor_cli.train.session import OnProgress, Progress, TrainOptions
+from conductor_cli.train.shared import OnProgress, Progress, TrainOptions
 
 # Repeat r of a run uses the conductor's seed + SEED_STRIDE * r (the reward tables and the
 # first rounds a round head reads must draw the same runs, so they come from the cache).
@@ -97,6 +97,23 @@ class Runner:
             return None, False  # a failed run is a wrong answer
         correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
         return run, correct
+
+    def reply(self, question: str, workflow: Workflow, seed: int, budget: Budget | None) -> str:
+        """The answer of one run that is not scored (a proposal of words); '' where it failed."""
+        try:
+            run = execute(
+                question,
+                config=self.config,
+                workflow=workflow,
+                options=RunOptions(seed=seed, budget=budget),
+                trace=NO_TRACE,
+                runtime=self.runtime,
+            )
+        except BudgetError:
+            raise
+        except ConductorError:
+            return ""
+        return run.answer
 
     def close(self) -> None:
         self.runtime.close()

@@ -1,0 +1,179 @@
+"""Learned words as shapes a head can pick (issue 57, `train --learn-words ROUNDS`).
+
+For each kind of training question (its `category`), the shape that earns most on that kind
+is taken, and the words of its last step that a model runs (a tool's step does what its input
+says, whatever its words) are searched by reflection (train/words.py: the step's own worker
+reads failures, what the step was shown and the right answers, and proposes other words; they
+are kept only where they are right more often on that kind's questions). Words right on at
+least MIN_GAIN more of them become a new shape (`coder[program] > python[run]<0 >
+coder[check_objects]<0,1`: the words travel inside the shape), which the caller measures on
+every training question; the head then picks among it and the shapes it came from by the
+question's hidden state, so words learned on one kind serve wherever they earn, and the head's
+cross-validated fit (head_fit.py) judges them on questions it did not see.
+
+The model calls are the caller's (`trial`, `propose`), so the choices here are exact in tests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from conductor_cli.evals.records import Problem
+from conductor_cli.policy.shapes import Shape
+from conductor_cli.train.words import ENDS_ANSWER, ENDS_PROGRAM, learn_words
+
+MIN_KIND = 4  # a kind with fewer training questions has too few to tell words apart
+MIN_GAIN = 2  # right answers the learned words must add on their kind (one is noise)
+NAME_CHARS = 24
+
+# Runs `shape` on one training question: (right, what the step saw and replied, for the
+# proposer).
+Trial = Callable[[Shape, Problem], tuple[bool, str]]
+# Asks `worker` the reflection prompt; the int tells proposals apart (their seed).
+Propose = Callable[[str, str, int], str]
+
+
+@dataclass(frozen=True)
+class Learned:
+    """Words a kind's search kept (or, with `shape` None, the search that kept none)."""
+
+    kind: str
+    base: str  # the label of the shape whose step's words were searched
+    step: int
+    start: str
+    words: str  # the best words found ('' where none beat `start`)
+    right_before: int
+    right_after: int
+    n: int
+    trials: int
+    shape: Shape | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "base": self.base,
+            "step": self.step,
+            "start": self.start,
+            "words": self.words,
+            "right_before": self.right_before,
+            "right_after": self.right_after,
+            "questions": self.n,
+            "trials": self.trials,
+            "shape": self.shape.label if self.shape is not None else None,
+        }
+
+
+def learned_name(word: str, kind: str) -> str:
+    """`check` learned on `bbh:object_counting` -> `check_bbh_object_counting` (a shape label's
+    words name: lower-case letters, digits and `_`)."""
+    slug = re.sub(r"[^a-z0-9]+", "_", kind.lower()).strip("_")[:NAME_CHARS] or "kind"
+    return f"{word}_{slug}"
+
+
+def learned_step(shape: Shape, tools: frozenset[str]) -> int | None:
+    """The last step a model runs: its words are what a tool's output or the answer rests on."""
+    for i in range(len(shape.workers) - 1, -1, -1):
+        if shape.workers[i] not in tools:
+            return i
+    return None
+
+
+def learn_word_shapes(
+    shapes: Sequence[Shape],
+    table: np.ndarray,
+    target: np.ndarray,
+    training: Sequence[Problem],
+    tools: frozenset[str],
+    trial: Trial,
+    propose: Propose,
+    *,
+    rounds: int,
+    per_round: int = 2,
+    on_kind: Callable[[int, int, str], None] = lambda done, total, kind: None,
+) -> list[Learned]:
+    """One search per kind of `training` (at least MIN_KIND questions, not all right already):
+    the words of `learned_step` of the shape with the best mean `target` on that kind (`table`:
+    the rewards, (n, S)). Returns every search, the kept ones with their new shape."""
+    kinds: dict[str, list[int]] = {}
+    for q, problem in enumerate(training):
+        if problem.category:
+            kinds.setdefault(problem.category, []).append(q)
+    found: list[Learned] = []
+    todo = [(kind, rows) for kind, rows in kinds.items() if len(rows) >= MIN_KIND]
+    for done, (kind, rows) in enumerate(todo):
+        on_kind(done, len(todo), kind)
+        searchable = [s for s, shape in enumerate(shapes) if learned_step(shape, tools) is not None]
+        if not searchable:
+            break
+        best = max(searchable, key=lambda s: (target[rows, s].mean(), -s))
+        if table[rows, best].mean() >= 1.0:
+            continue  # every question of the kind right: nothing to learn from
+        found.append(_search(shapes[best], kind, [training[q] for q in rows], tools, trial,
+                             propose, rounds, per_round))  # fmt: skip
+    return found
+
+
+def _search(
+    base: Shape,
+    kind: str,
+    problems: list[Problem],
+    tools: frozenset[str],
+    trial: Trial,
+    propose: Propose,
+    rounds: int,
+    per_round: int,
+) -> Learned:
+    step = learned_step(base, tools)
+    assert step is not None
+    name = learned_name(base.word(step), kind)
+    worker = base.workers[step]
+    asked = [0]
+
+    def run(words: str, problem: Problem) -> tuple[bool, str]:
+        shape = base if words == base.text(step) else base.with_words(step, name, words)
+        return trial(shape, problem)
+
+    def ask(prompt: str) -> str:
+        asked[0] += 1
+        return propose(worker, prompt, asked[0])
+
+    start = base.text(step)
+    # A program a tool runs must stay a program, whatever the words say of the work.
+    read_by_tool = any(
+        step in base.sees[j] and base.workers[j] in tools for j in range(step + 1, len(base.sees))
+    )
+    ending = ENDS_PROGRAM if read_by_tool else ENDS_ANSWER
+    search = learn_words(
+        run, ask, problems, start, rounds=rounds, per_round=per_round, ending=ending
+    )
+    first, best = search.trials[0], search.best
+    kept = best.words != start and best.right - first.right >= MIN_GAIN
+    return Learned(
+        kind,
+        base.label,
+        step,
+        start,
+        best.words if best.words != start else "",
+        first.right,
+        best.right,
+        len(problems),
+        len(search.trials),
+        base.with_words(step, name, best.words) if kept else None,
+    )
+
+
+def step_context(outputs: Sequence[tuple[str, str]], step: int, limit: int = 240) -> str:
+    """What a proposer reads of one run: each step's worker and the start of its output, the
+    searched step marked (a check step's failure is only understood beside the program's
+    output it read)."""
+    lines = []
+    for i, (worker, output) in enumerate(outputs):
+        mark = " (the step whose instruction you improve)" if i == step else ""
+        text = " ".join(output.split())[:limit]
+        lines.append(f"step {i}, {worker}{mark}: {text}")
+    return "\n".join(lines)

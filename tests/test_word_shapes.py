@@ -1,0 +1,130 @@
+"""Learned words as shapes a head can pick (issue 57, train/word_shapes.py): which kind's
+words are searched, which step's, what the proposer reads, when new words become a shape, and
+that a shape with learned words runs, saves, reads back and keys its measurements by its
+words. The model calls are the caller's: scripted callables stand in for them here (the
+choices are what is tested; bench/train_public.py --learn-words runs them on the real team)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conductor_cli.evals.records import Problem
+from conductor_cli.policy.head import Head
+from conductor_cli.policy.shapes import Shape, parse_shape, shape_grammar
+from conductor_cli.train.measured import shape_key
+from conductor_cli.train.word_shapes import (
+    MIN_GAIN,
+    learn_word_shapes,
+    learned_name,
+    learned_step,
+    step_context,
+)
+from conductor_cli.train.words import ENDS_PROGRAM
+
+WORKERS = ("local", "coder", "python")
+TOOLS = frozenset({"python"})
+CODER = parse_shape("coder", WORKERS)
+LOCAL = parse_shape("local", WORKERS)
+CHECKED = parse_shape("coder[program] > python[run]<0 > coder[check]<0,1", WORKERS)
+PROGRAM = parse_shape("coder[program] > python[run]<0", WORKERS)
+
+
+def problems(kind: str, n: int) -> list[Problem]:
+    return [
+        Problem(id=f"{kind}{i}", kind="qa", question=f"{kind} question {i}", answer=str(i),
+                scorer="exact", category=kind)
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def test_the_searched_step_is_the_last_a_model_runs_and_names_say_kind_and_words() -> None:
+    assert learned_step(CODER, TOOLS) == 0
+    assert learned_step(PROGRAM, TOOLS) == 0  # the tool's step does what its input says
+    assert learned_step(CHECKED, TOOLS) == 2
+    assert learned_step(parse_shape("python", WORKERS), TOOLS) is None
+    assert learned_name("check", "bbh:object_counting") == "check_bbh_object_counting"
+    assert learned_name("answer", "") == "answer_kind"
+
+
+def test_a_shape_with_learned_words_runs_them_saves_them_and_keys_by_them() -> None:
+    learned = CHECKED.with_words(
+        2, "check_objects", "Repeat the program's output unless it failed."
+    )
+    assert learned.label == "coder[program] > python[run]<0 > coder[check_objects]<0,1"
+    assert learned.workflow().steps[2].task == "Repeat the program's output unless it failed."
+    assert learned.workflow().steps[0].task == CHECKED.workflow().steps[0].task
+    assert "Repeat the program" in shape_grammar(learned)  # the conductor writes no other words
+    assert Shape.from_dict(learned.to_dict()) == learned
+    fingerprints = {w: w + "-fp" for w in WORKERS}
+    assert shape_key(learned, fingerprints) != shape_key(CHECKED, fingerprints)
+    other = CHECKED.with_words(2, "check_objects", "Other words.")
+    assert shape_key(other, fingerprints) != shape_key(learned, fingerprints)
+    # A trained head's file carries the words: planning runs them with no table beside it.
+    head = Head(np.zeros(2), np.ones(2), np.zeros((1, 2)), np.zeros((2, 2)), (CODER, learned))
+    assert Head.from_dict(head.to_dict()).shapes[1].workflow() == learned.workflow()
+
+
+def test_each_kind_searches_its_best_shapes_words_and_keeps_only_a_clear_gain() -> None:
+    objects, dates, capitals = problems("objects", 6), problems("dates", 6), problems("caps", 6)
+    few = problems("rare", 3)  # under MIN_KIND: not searched
+    training = [*objects, *dates, *capitals, *few]
+    shapes = [LOCAL, CODER, CHECKED]
+    n = len(training)
+    table = np.zeros((n, 3))
+    table[0:6, 2] = [1, 1, 1, 0, 0, 0]  # objects: the checked program earns most
+    table[6:12, 1] = [1, 1, 0, 0, 0, 0]  # dates: the coder alone
+    table[12:18, 1] = 1.0  # capitals: every one right already
+    ran: list[tuple[str, str]] = []
+
+    def trial(shape: Shape, problem: Problem) -> tuple[bool, str]:
+        step = learned_step(shape, TOOLS)
+        words = shape.text(step)
+        ran.append((problem.category, words))
+        i = int(problem.id[-1])
+        if problem.category == "objects":
+            return ("Trust" in words and i < 5) or i < 3, "step 2: wrong"
+        return ("calendar" in words and i < 3) or i < 2, "Answer: wrong"
+
+    asked: list[tuple[str, str]] = []
+
+    def propose(worker: str, prompt: str, k: int) -> str:
+        asked.append((worker, prompt))
+        return "Trust the program's output." if "Check the earlier" in prompt else "Use a calendar."
+
+    found = learn_word_shapes(shapes, table, table, training, TOOLS, trial, propose, rounds=1,
+                              per_round=1)  # fmt: skip
+    by_kind = {item.kind: item for item in found}
+    assert set(by_kind) == {"objects", "dates"}  # capitals all right, rare too few
+    objects_found = by_kind["objects"]
+    assert objects_found.base == CHECKED.label and objects_found.step == 2
+    assert (objects_found.right_before, objects_found.right_after) == (3, 5)
+    assert objects_found.shape is not None
+    assert objects_found.shape.label.endswith("coder[check_objects]<0,1")
+    dates_found = by_kind["dates"]
+    assert dates_found.right_after - dates_found.right_before == 1 < MIN_GAIN
+    assert dates_found.shape is None and dates_found.words == "Use a calendar."
+    assert {w for w, _ in asked} == {"coder"}
+
+
+def test_a_program_step_is_told_to_stay_a_program() -> None:
+    training = problems("sums", 4)
+    table = np.zeros((4, 2))
+    prompts: list[str] = []
+
+    def propose(worker: str, prompt: str, k: int) -> str:
+        prompts.append(prompt)
+        return "Write a program."
+
+    learn_word_shapes([LOCAL, PROGRAM], table, table + np.array([0, 0.1]), training, TOOLS,
+                      lambda shape, p: (False, "Traceback"), propose, rounds=1,
+                      per_round=1)  # fmt: skip
+    assert prompts and ENDS_PROGRAM in prompts[0]
+
+
+def test_the_proposer_reads_each_step_with_the_searched_one_marked() -> None:
+    text = step_context([("coder", "print(7)"), ("python", "7"), ("coder", "Answer: 8")], 2)
+    assert text.splitlines() == [
+        "step 0, coder: print(7)",
+        "step 1, python: 7",
+        "step 2, coder (the step whose instruction you improve): Answer: 8",
+    ]
