@@ -165,3 +165,34 @@ def test_a_hung_up_http_client_stops_the_generation(
         conn.close()  # the client hangs up mid-answer
     spent = idle_after(pid)
     assert spent < 0.4, f"the server spent {spent:.2f} s of CPU after its client left ({path})"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_in_process_run_ended_mid_generation_stops_at_once(
+    served: Served, sig: signal.Signals, tmp_path: Path
+) -> None:
+    # No server where this run looks for one: the CLI runs the model in its own process.
+    env = {**served.env, "CONDUCTOR_RUNTIME_DIR": tempfile.mkdtemp(prefix="ci-", dir="/tmp")}
+    workflow = served.config.parent / "wf.json"
+    command = [sys.executable, "-m", "conductor_cli", "--config", str(served.config), "run"]
+    proc = subprocess.Popen(
+        [*command, "--no-cache", str(workflow), TASK],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        wait_generating(proc.pid)
+        ended = time.monotonic()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        seconds = time.monotonic() - ended
+    finally:
+        proc.kill()
+        shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
+    # Its process gone within seconds is its model stopped: nothing generates after it.
+    assert seconds < 5.0, f"the run took {seconds:.1f} s to end"
+    assert proc.returncode == 130, err
+    assert "interrupted" in err

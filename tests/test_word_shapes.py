@@ -11,6 +11,7 @@ import numpy as np
 from conductor_cli.evals.records import Problem
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.shapes import Shape, parse_shape, shape_grammar
+from conductor_cli.policy.words import WORDS, alternatives
 from conductor_cli.train.measured import shape_key
 from conductor_cli.train.word_shapes import (
     MIN_GAIN,
@@ -77,33 +78,41 @@ def test_each_kind_searches_its_best_shapes_words_and_keeps_only_a_clear_gain() 
     ran: list[tuple[str, str]] = []
 
     def trial(shape: Shape, problem: Problem) -> tuple[bool, str]:
-        step = learned_step(shape, TOOLS)
-        words = shape.text(step)
-        ran.append((problem.category, words))
         i = int(problem.id[-1])
         if problem.category == "objects":
-            return ("Trust" in words and i < 5) or i < 3, "step 2: wrong"
-        return ("calendar" in words and i < 3) or i < 2, "Answer: wrong"
+            ran.append(("objects", shape.label))
+            # The program trusted: two more right; other program words change nothing.
+            return (shape.text(2) == WORDS["check_trust"] and i < 5) or i < 3, "step 2: wrong"
+        ran.append(("dates", shape.text(0)))
+        return ("calendar" in shape.text(0) and i < 3) or i < 2, "Answer: wrong"
 
     asked: list[tuple[str, str]] = []
 
     def propose(worker: str, prompt: str, k: int) -> str:
         asked.append((worker, prompt))
-        return "Trust the program's output." if "Check the earlier" in prompt else "Use a calendar."
+        return "Use a calendar."
 
     found = learn_word_shapes(shapes, table, table, training, TOOLS, trial, propose, rounds=1,
                               per_round=1)  # fmt: skip
     by_kind = {item.kind: item for item in found}
     assert set(by_kind) == {"objects", "dates"}  # capitals all right, rare too few
     objects_found = by_kind["objects"]
-    assert objects_found.base == CHECKED.label and objects_found.step == 2
+    assert objects_found.base == CHECKED.label
+    # The check step first (the last a model runs), then the program step, from the kept check.
+    assert [s.step for s in objects_found.steps] == [2, 0]
     assert (objects_found.right_before, objects_found.right_after) == (3, 5)
+    assert objects_found.steps[0].words == WORDS["check_trust"]
+    assert objects_found.steps[1].words == WORDS["program"]  # no program words did better
     assert objects_found.shape is not None
-    assert objects_found.shape.label.endswith("coder[check_objects]<0,1")
+    # Words of the library keep their name; the shape shows them.
+    assert objects_found.shape.label == ("coder[program] > python[run]<0 > coder[check_trust]<0,1")
     dates_found = by_kind["dates"]
     assert dates_found.right_after - dates_found.right_before == 1 < MIN_GAIN
-    assert dates_found.shape is None and dates_found.words == "Use a calendar."
+    assert dates_found.shape is None and dates_found.steps[0].words == "Use a calendar."
     assert {w for w, _ in asked} == {"coder"}
+    # Each other answer word of the library was tried on the dates before reflection.
+    tried = {words for kind, words in ran if kind == "dates"}
+    assert {WORDS["answer_steps"], WORDS["answer_short"], "Use a calendar."} <= tried
 
 
 def test_a_program_step_is_told_to_stay_a_program() -> None:
@@ -128,3 +137,13 @@ def test_the_proposer_reads_each_step_with_the_searched_one_marked() -> None:
         "step 1, python: 7",
         "step 2, coder (the step whose instruction you improve): Answer: 8",
     ]
+
+
+def test_the_words_library_offers_each_step_the_other_words_of_its_role() -> None:
+    assert alternatives("check") == ["check_trust"]
+    assert set(alternatives("program")) == {"program_steps", "program_choice"}
+    assert "answer" not in alternatives("answer") and "check" not in alternatives("answer")
+    assert alternatives("run") == [] and alternatives("check_objects") == []
+    # Library words are shapes a user can name too.
+    shape = parse_shape("coder[program_steps] > python[run]<0", WORKERS)
+    assert shape.workflow().steps[0].task == WORDS["program_steps"]

@@ -44,10 +44,10 @@ def worker_fingerprint(worker: Any) -> str:
         worker.stop_loops,
         worker.fallback or "",
     ]
-    if worker.model.startswith("tool:"):
+    if worker.spec.kind == "tool":  # a built-in tool's behaviour has a version
         from conductor_cli.tools import tool_version
 
-        answers.append(tool_version(worker.model.removeprefix("tool:")))
+        answers.append(tool_version(worker.spec.name))
     return hashlib.sha256(json.dumps(answers).encode()).hexdigest()[:16]
 
 

@@ -19,8 +19,38 @@ PROGRAM = (
 )
 RUN = "Run the program from step 0."
 
-WORDS: dict[str, str] = {"answer": ANSWER, "check": CHECK, "program": PROGRAM, "run": RUN}
+WORDS: dict[str, str] = {
+    "answer": ANSWER,
+    "check": CHECK,
+    "program": PROGRAM,
+    "run": RUN,
+    # Other words for the same roles, candidates a training tries for each kind of question
+    # (`train --learn-words`, train/word_shapes.py): written once, for every kind, before any
+    # measurement, and kept for a kind only where they are right more often on its training
+    # questions.
+    "answer_steps": "Work it out step by step, then give the final answer alone on the last "
+    'line as "Answer: ...".',
+    "answer_short": "Give the final answer alone, in a few words, with no explanation.",
+    "program_steps": "Write a Python program that computes the answer step by step, one "
+    "variable for each quantity the question gives, and prints only the final answer, in one "
+    "```python block.",
+    "program_choice": "Write a Python program that computes the answer and prints only the "
+    "final answer; where the question lists options, it prints the letter of the option that "
+    "matches. One ```python block.",
+    "check_trust": "The program's output is the answer unless the program failed or printed "
+    "nothing; then work the answer out yourself. Give the final answer alone.",
+}
+# What each entry of WORDS asks of its step: the other words of the same role are what a
+# training tries in its place.
+ROLES: dict[str, str] = {name: name.split("_")[0] for name in WORDS}
 
 
 def default(sees: tuple[int, ...]) -> str:
     return "check" if sees else "answer"
+
+
+def alternatives(name: str) -> list[str]:
+    """The other entries of WORDS for the step `name`'s words serve (its role: `answer`,
+    `check`, `program`, `run`); none for words not in WORDS (learned ones)."""
+    role = ROLES.get(name)
+    return [other for other, r in ROLES.items() if role is not None and r == role and other != name]

@@ -24,6 +24,11 @@ for a program (its message ends with run/messages.py's PROGRAM_REQUEST, as when 
 `tool:python` step sees it), writes one that computes the answer with probability p (else one
 that computes something else); the real python tool runs it. Asked for a program, a worker
 with no such skill writes none.
+
+Words (issue 57, `train --learn-words`): `worded[w][kind] = (phrase, p)` makes w right with
+probability p on that kind when its request carries `phrase` (the words of its step), and as
+its skill says otherwise: a simulation where the words of a step decide, as they do for a real
+model, by an amount set here.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class SimulatedPool:
     skills: Mapping[str, Mapping[str, float]]
     helped: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
     programs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    worded: Mapping[str, Mapping[str, tuple[str, float]]] = field(default_factory=dict)
     calls: int = 0
     # (worker, the workers whose steps it saw) of every call, in order
     log: list[tuple[str, frozenset[str]]] = field(default_factory=list)
@@ -143,7 +149,10 @@ class SimulatedPool:
         self.api_base = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
-    def probability(self, worker: str, kind: str, seen: set[str]) -> float:
+    def probability(self, worker: str, kind: str, seen: set[str], text: str = "") -> float:
+        words = self.worded.get(worker, {}).get(kind)
+        if words is not None and words[0] in text:
+            return words[1]
         helper = self.helped.get(worker, {}).get(kind)
         # A helper is one worker, or several ("w0+w1") whose outputs must all be seen.
         if helper is not None and set(helper[0].split("+")) <= seen:
@@ -193,7 +202,7 @@ class SimulatedPool:
                 return "I cannot write a program for that."
             code = calc_expression(q.number, draw < skill)
             return f"Here is the program:\n```python\nprint({code})\n```"
-        right = draw < self.probability(worker, q.kind, seen)
+        right = draw < self.probability(worker, q.kind, seen, user)
         if q.kind == "cue":
             return f"Answer: {q.answer}" if right else f"Answer: {cue_wrong(q, draw)} (unsure)"
         return f"Answer: {q.answer if right else 'wrong-' + q.answer}"
@@ -210,10 +219,12 @@ class SimulatedPool:
         path.write_text("\n".join(lines), encoding="utf-8")
         return path
 
-    def files(self, directory: Path, *, as_typed: bool = False) -> tuple[Path, Path]:
+    def files(
+        self, directory: Path, *, as_typed: bool = False, with_kinds: bool = False
+    ) -> tuple[Path, Path]:
         """(a config for this pool, the question bank as a qa dataset) in `directory`."""
         return self.config(directory / "sim.toml"), write_dataset(
-            self.questions, directory / "sim.jsonl", as_typed=as_typed
+            self.questions, directory / "sim.jsonl", as_typed=as_typed, with_kinds=with_kinds
         )
 
     def close(self) -> None:
@@ -242,13 +253,19 @@ def make_questions(kinds: list[str], per_kind: int, seed: int = 0) -> dict[int, 
 
 
 def write_dataset(
-    questions: Mapping[int, SimulatedQuestion], path: Path, *, as_typed: bool = False
+    questions: Mapping[int, SimulatedQuestion],
+    path: Path,
+    *,
+    as_typed: bool = False,
+    with_kinds: bool = False,
 ) -> Path:
-    """An exact-answer qa file; the kind is kept out of it (no category field). `as_typed`:
-    asked as a user types them (`"instruction": false`, no answer-format line added), as
-    `ask` asks them: a head trained on them reads the planning prompt `ask` builds."""
+    """An exact-answer qa file; the kind is kept out of it (no category field) unless
+    `with_kinds` (what a training that learns each kind's words reads). `as_typed`: asked as a
+    user types them (`"instruction": false`, no answer-format line added), as `ask` asks them:
+    a head trained on them reads the planning prompt `ask` builds."""
     with path.open("w", encoding="utf-8") as out:
         for q in questions.values():
             line = {"id": f"q{q.number}", "question": q.text, "answer": q.answer}
+            line |= {"category": q.kind} if with_kinds else {}
             out.write(json.dumps(line | ({"instruction": False} if as_typed else {})) + "\n")
     return path

@@ -25,7 +25,8 @@ import numpy as np
 
 from conductor_cli.evals.records import Problem
 from conductor_cli.policy.shapes import Shape
-from conductor_cli.train.words import ENDS_ANSWER, ENDS_PROGRAM, learn_words
+from conductor_cli.policy.words import WORDS, alternatives
+from conductor_cli.train.words import ENDS_ANSWER, ENDS_PROGRAM, WordsSearch, learn_words
 
 MIN_KIND = 4  # a kind with fewer training questions has too few to tell words apart
 MIN_GAIN = 2  # right answers the learned words must add on their kind (one is noise)
@@ -39,31 +40,55 @@ Propose = Callable[[str, str, int], str]
 
 
 @dataclass(frozen=True)
-class Learned:
-    """Words a kind's search kept (or, with `shape` None, the search that kept none)."""
+class StepWords:
+    """One step's search: the words it started from and the best found (the same where none
+    beat them), with the right answers of each on the kind's questions."""
 
-    kind: str
-    base: str  # the label of the shape whose step's words were searched
     step: int
     start: str
-    words: str  # the best words found ('' where none beat `start`)
+    words: str
     right_before: int
     right_after: int
-    n: int
     trials: int
-    shape: Shape | None
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kind": self.kind,
-            "base": self.base,
             "step": self.step,
             "start": self.start,
             "words": self.words,
             "right_before": self.right_before,
             "right_after": self.right_after,
-            "questions": self.n,
             "trials": self.trials,
+        }
+
+
+@dataclass(frozen=True)
+class Learned:
+    """A kind's search: the shape searched, each model step's words in turn, and the new shape
+    (None where the words found are not right on MIN_GAIN more of the kind's questions)."""
+
+    kind: str
+    base: str  # the label of the shape whose words were searched
+    steps: tuple[StepWords, ...]
+    n: int
+    shape: Shape | None
+
+    @property
+    def right_before(self) -> int:
+        return self.steps[0].right_before
+
+    @property
+    def right_after(self) -> int:
+        return self.steps[-1].right_after
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "base": self.base,
+            "questions": self.n,
+            "right_before": self.right_before,
+            "right_after": self.right_after,
+            "steps": [step.to_dict() for step in self.steps],
             "shape": self.shape.label if self.shape is not None else None,
         }
 
@@ -77,10 +102,14 @@ def learned_name(word: str, kind: str) -> str:
 
 def learned_step(shape: Shape, tools: frozenset[str]) -> int | None:
     """The last step a model runs: its words are what a tool's output or the answer rests on."""
-    for i in range(len(shape.workers) - 1, -1, -1):
-        if shape.workers[i] not in tools:
-            return i
-    return None
+    steps = model_steps(shape, tools)
+    return steps[0] if steps else None
+
+
+def model_steps(shape: Shape, tools: frozenset[str]) -> list[int]:
+    """The steps a model runs, last first: the order their words are searched in (a tool's
+    step does what its input says, whatever its words)."""
+    return [i for i in range(len(shape.workers) - 1, -1, -1) if shape.workers[i] not in tools]
 
 
 def learn_word_shapes(
@@ -97,17 +126,17 @@ def learn_word_shapes(
     on_kind: Callable[[int, int, str], None] = lambda done, total, kind: None,
 ) -> list[Learned]:
     """One search per kind of `training` (at least MIN_KIND questions, not all right already):
-    the words of `learned_step` of the shape with the best mean `target` on that kind (`table`:
-    the rewards, (n, S)). Returns every search, the kept ones with their new shape."""
+    the words of each model step of the shape with the best mean `target` on that kind
+    (`table`: the rewards, (n, S)). Returns every search, the kept ones with their new shape."""
     kinds: dict[str, list[int]] = {}
     for q, problem in enumerate(training):
         if problem.category:
             kinds.setdefault(problem.category, []).append(q)
     found: list[Learned] = []
     todo = [(kind, rows) for kind, rows in kinds.items() if len(rows) >= MIN_KIND]
+    searchable = [s for s, shape in enumerate(shapes) if learned_step(shape, tools) is not None]
     for done, (kind, rows) in enumerate(todo):
         on_kind(done, len(todo), kind)
-        searchable = [s for s, shape in enumerate(shapes) if learned_step(shape, tools) is not None]
         if not searchable:
             break
         best = max(searchable, key=lambda s: (target[rows, s].mean(), -s))
@@ -128,43 +157,58 @@ def _search(
     rounds: int,
     per_round: int,
 ) -> Learned:
-    step = learned_step(base, tools)
-    assert step is not None
-    name = learned_name(base.word(step), kind)
-    worker = base.workers[step]
+    """Each model step of `base` in turn, last first, from the words the steps before settled
+    on: the other words of its role in policy/words.WORDS, then (the last step only) `rounds`
+    of reflection."""
+    shape, found = base, []
+    for k, step in enumerate(model_steps(base, tools)):
+        name = learned_name(base.word(step), kind)
+        library = {WORDS[alt]: alt for alt in alternatives(base.word(step))}
+        search = _search_step(shape, step, name, list(library), problems, tools, trial, propose,
+                              rounds if k == 0 else 0, per_round)  # fmt: skip
+        first, best = search.trials[0], search.best
+        start = shape.text(step)
+        found.append(StepWords(step, start, best.words, first.right, best.right,
+                               len(search.trials)))  # fmt: skip
+        if best.words != start:
+            shape = shape.with_words(step, library.get(best.words, name), best.words)
+    gain = found[-1].right_after - found[0].right_before if found else 0
+    kept = shape if shape != base and gain >= MIN_GAIN else None
+    return Learned(kind, base.label, tuple(found), len(problems), kept)
+
+
+def _search_step(
+    shape: Shape,
+    step: int,
+    name: str,
+    candidates: list[str],
+    problems: list[Problem],
+    tools: frozenset[str],
+    trial: Trial,
+    propose: Propose,
+    rounds: int,
+    per_round: int,
+) -> WordsSearch:
+    """words.learn_words on one step of `shape`, the other steps' words fixed."""
     asked = [0]
 
     def run(words: str, problem: Problem) -> tuple[bool, str]:
-        shape = base if words == base.text(step) else base.with_words(step, name, words)
-        return trial(shape, problem)
+        tried = shape if words == shape.text(step) else shape.with_words(step, name, words)
+        return trial(tried, problem)
 
     def ask(prompt: str) -> str:
         asked[0] += 1
-        return propose(worker, prompt, asked[0])
+        return propose(shape.workers[step], prompt, asked[0])
 
-    start = base.text(step)
     # A program a tool runs must stay a program, whatever the words say of the work.
     read_by_tool = any(
-        step in base.sees[j] and base.workers[j] in tools for j in range(step + 1, len(base.sees))
+        step in shape.sees[j] and shape.workers[j] in tools
+        for j in range(step + 1, len(shape.sees))
     )
-    ending = ENDS_PROGRAM if read_by_tool else ENDS_ANSWER
-    search = learn_words(
-        run, ask, problems, start, rounds=rounds, per_round=per_round, ending=ending
-    )
-    first, best = search.trials[0], search.best
-    kept = best.words != start and best.right - first.right >= MIN_GAIN
-    return Learned(
-        kind,
-        base.label,
-        step,
-        start,
-        best.words if best.words != start else "",
-        first.right,
-        best.right,
-        len(problems),
-        len(search.trials),
-        base.with_words(step, name, best.words) if kept else None,
-    )
+    return learn_words(
+        run, ask, problems, shape.text(step), rounds=rounds, per_round=per_round,
+        ending=ENDS_PROGRAM if read_by_tool else ENDS_ANSWER, candidates=candidates,
+    )  # fmt: skip
 
 
 def step_context(outputs: Sequence[tuple[str, str]], step: int, limit: int = 240) -> str:

@@ -106,9 +106,11 @@ def learn_words(
     rounds: int = 3,
     per_round: int = 2,
     ending: str = ENDS_ANSWER,
+    candidates: Sequence[str] = (),
 ) -> WordsSearch:
-    """From `start`, `rounds` times: `per_round` proposals from the best words' failures, each
-    run on every problem; a proposal is kept as the best only if it is right more often."""
+    """From `start` and the `candidates` (other words for the same step, round 0), `rounds`
+    times: `per_round` proposals from the best words' failures, each run on every problem;
+    words are kept as the best only if they are right more often (a tie keeps the earlier)."""
     search = WordsSearch()
 
     def trial(words: str, round_: int) -> list[tuple[Problem, str]]:
@@ -123,6 +125,10 @@ def learn_words(
 
     failures = {start: trial(start, 0)}
     tried = {start}
+    for words in candidates:
+        if words not in tried:
+            tried.add(words)
+            failures[words] = trial(words, 0)
     for round_ in range(1, rounds + 1):
         best = search.best
         if not failures[best.words]:
