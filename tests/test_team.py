@@ -140,8 +140,9 @@ def test_a_program_shaped_question_goes_to_the_coder_and_the_tool(
     workers = [s["worker"] for s in steps]
     assert workers == ["coder", "python", "coder"], workers
     # The trained head planned it: its steps keep the words its rewards were measured with,
-    # the coder asked for a program, the tool running it, the coder reading both.
-    assert [s["task"] for s in steps] == [words.PROGRAM, words.RUN, words.CHECK]
+    # the coder asked for a program in the words its training learned (program_steps: one
+    # variable for each quantity given), the tool running it, the coder reading both.
+    assert [s["task"] for s in steps] == [words.WORDS["program_steps"], words.RUN, words.CHECK]
     assert steps[1].get("confinement")  # the tool ran the coder's program, confined
 
 

@@ -18,16 +18,13 @@ from conductor_cli.disk import paths
 from conductor_cli.runtime import Runtime
 from conductor_cli.server.tool_loops import ToolLoops
 
-# What a server asks itself once it has loaded its models: the planning prompt's state saved,
-# the trained head's features read once, and each kind of workflow a first question is likely
-# to take run once (a sum through a program where the head sends one there, then a fact, the
-# most common first question, last: each local worker's context then ends in the words a plain
-# answer starts with), so the first real run pays for none of it.
-REHEARSALS = ("What is 2 + 2?", "What is the capital of France?")
+# What a server asks itself once it has loaded its models: the planning prompt's state saved
+# and the trained head's features read once, so the first real run pays for neither.
+REHEARSAL = "What is 2 + 2?"
 
 
 def _rehearse(config: Config, runtime: Runtime) -> None:
-    """Runs nobody sees (no cache, no trace, not counted), where the models are local and
+    """One run nobody sees (no cache, no trace, not counted), where the models are local and
     loaded (Runtime.warm); what fails here fails again, said, in a real run."""
     from conductor_cli.api import RunOptions, TraceOptions, execute
     from conductor_cli.run.pool import uses_litellm
@@ -35,15 +32,14 @@ def _rehearse(config: Config, runtime: Runtime) -> None:
 
     if uses_litellm(config):
         return  # a remote call costs money
-    for question in REHEARSALS:
-        with contextlib.suppress(Exception):
-            execute(
-                question,
-                config=config,
-                options=RunOptions(cache_mode=CacheMode.OFF),
-                trace=TraceOptions(enabled=False),
-                runtime=runtime,
-            )
+    with contextlib.suppress(Exception):
+        execute(
+            REHEARSAL,
+            config=config,
+            options=RunOptions(cache_mode=CacheMode.OFF),
+            trace=TraceOptions(enabled=False),
+            runtime=runtime,
+        )
 
 
 def runtime_key(config: Config) -> tuple[Any, ...]:
