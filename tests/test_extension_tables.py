@@ -38,7 +38,7 @@ def test_each_table_names_what_its_parser_accepts() -> None:
     for kind in spec.MODEL_KINDS.values():
         assert spec.ModelSpec.for_worker(f"{kind.name}:x").kind == kind.name
     assert all(k.solve or k.derive for k in strategies.STRATEGY_KINDS.values())
-    assert train.METHODS == tuple(train.TRAINERS)
+    assert tuple(train.TRAINERS) == train.METHODS
     assert all(f"{m.name}: {m.about}" in train.method_help() for m in train.TRAINERS.values())
 
 
