@@ -94,7 +94,7 @@ def run(
     )
     events: list[Any] = []
     root: Any = fake
-    result = _Run(root, config, RunOptions(max_calls=max_calls), trace, events.append).execute(
+    result = _Run(root, config, RunOptions(max_calls=max_calls), trace, events.append).compose(
         QUESTION, (), None, {}, "model"
     )
     return result, events, fake
@@ -313,7 +313,7 @@ def test_resume_keeps_every_finished_round_and_step_and_goes_on(tmp_path: Any) -
     with pytest.raises(RunCancelled):
         _Run(
             root, config, RunOptions(cancel=cancel), TraceOptions(directory=tmp_path), None
-        ).execute(QUESTION, (), None, {}, "model")
+        ).compose(QUESTION, (), None, {}, "model")
     (path,) = tmp_path.glob("*.json")
     record = load_trace(path)
     assert record["status"] == "interrupted"
@@ -368,7 +368,7 @@ def test_a_steps_late_trace_write_never_overwrites_the_interrupted_ending(
     with pytest.raises(RunCancelled):
         _Run(
             root, config, RunOptions(cancel=cancel), TraceOptions(directory=tmp_path), None
-        ).execute(QUESTION, (), None, {}, "model")
+        ).compose(QUESTION, (), None, {}, "model")
     time.sleep(0.7)  # the step's thread has finished its write by now
     (path,) = tmp_path.glob("*.json")
     record = load_trace(path)
@@ -402,6 +402,6 @@ def test_ctrl_c_during_the_write_of_done_still_ends_the_trace_interrupted(
             RunOptions(),
             TraceOptions(directory=tmp_path),
             None,
-        ).execute(QUESTION, (), None, {}, "model")
+        ).compose(QUESTION, (), None, {}, "model")
     (path,) = tmp_path.glob("*.json")
     assert hit and load_trace(path)["status"] == "interrupted"
