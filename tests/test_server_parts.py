@@ -32,7 +32,7 @@ def test_a_cancelled_run_ends_at_once_while_its_step_still_waits() -> None:
 
     def run() -> None:
         try:
-            engine([fake_worker("w", fake)], rec, cancel=cancel).run("q", wf, ())
+            engine([fake_worker("w", fake)], rec, cancel=cancel).run_steps("q", wf, ())
         except BaseException as e:
             outcome.append(e)
 
@@ -59,7 +59,7 @@ def test_a_cancelled_streaming_step_stops_at_its_next_token() -> None:
     fake = FakeBackend(reply="one two three four", on_call=on_call)
     rec = Recorder()
     with pytest.raises(RunCancelled):
-        engine([fake_worker("w", fake)], rec, cancel=cancel, stream=True).run(
+        engine([fake_worker("w", fake)], rec, cancel=cancel, stream=True).run_steps(
             "q", Workflow((Step("w", "A", ()),)), ()
         )
     seen = [e for e in rec.events if type(e).__name__ == "StepToken"]
