@@ -111,19 +111,25 @@ def served(
         shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_ending_the_cli_client_stops_the_generation(served: Served, sig: signal.Signals) -> None:
-    assert idle_after(served.pid) < 0.4  # nothing left running from the case before
+def start_run(served: Served, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`conductor run` of the writer's one-step workflow, cache off; through the background
+    server when `env` finds it, in its own process when not."""
     workflow = served.config.parent / "wf.json"
     command = [sys.executable, "-m", "conductor_cli", "--config", str(served.config), "run"]
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [*command, "--no-cache", str(workflow), TASK],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=served.env,
+        env=env,
     )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_ending_the_cli_client_stops_the_generation(served: Served, sig: signal.Signals) -> None:
+    assert idle_after(served.pid) < 0.4  # nothing left running from the case before
+    proc = start_run(served, served.env)
     try:
         wait_generating(served.pid)
     finally:
@@ -173,16 +179,7 @@ def test_an_in_process_run_ended_mid_generation_stops_at_once(
 ) -> None:
     # No server where this run looks for one: the CLI runs the model in its own process.
     env = {**served.env, "CONDUCTOR_RUNTIME_DIR": tempfile.mkdtemp(prefix="ci-", dir="/tmp")}
-    workflow = served.config.parent / "wf.json"
-    command = [sys.executable, "-m", "conductor_cli", "--config", str(served.config), "run"]
-    proc = subprocess.Popen(
-        [*command, "--no-cache", str(workflow), TASK],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
+    proc = start_run(served, env)
     try:
         wait_generating(proc.pid)
         ended = time.monotonic()

@@ -81,9 +81,31 @@ class Runner:
     ) -> tuple[RunResult | None, bool]:
         """(the run, whether its answer is right); (None, False) when the run failed. A call
         that would cross `budget` raises BudgetError: that run measured nothing."""
+        run = self._execute(problem.question, workflow, seed, budget, config, attachments)
+        if run is None:
+            return None, False  # a failed run is a wrong answer
+        correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
+        return run, correct
+
+    def reply(self, question: str, workflow: Workflow, seed: int, budget: Budget | None) -> str:
+        """The answer of one run that is not scored (a proposal of words); '' where it failed."""
+        run = self._execute(question, workflow, seed, budget)
+        return "" if run is None else run.answer
+
+    def _execute(
+        self,
+        question: str,
+        workflow: Workflow | None,
+        seed: int,
+        budget: Budget | None,
+        config: Config | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> RunResult | None:
+        """One run without a trace; None where it failed. A call that would cross `budget`
+        raises BudgetError."""
         try:
-            run = execute(
-                problem.question,
+            return execute(
+                question,
                 config=config or self.config,
                 attachments=attachments,
                 workflow=workflow,
@@ -94,26 +116,7 @@ class Runner:
         except BudgetError:
             raise
         except ConductorError:
-            return None, False  # a failed run is a wrong answer
-        correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
-        return run, correct
-
-    def reply(self, question: str, workflow: Workflow, seed: int, budget: Budget | None) -> str:
-        """The answer of one run that is not scored (a proposal of words); '' where it failed."""
-        try:
-            run = execute(
-                question,
-                config=self.config,
-                workflow=workflow,
-                options=RunOptions(seed=seed, budget=budget),
-                trace=NO_TRACE,
-                runtime=self.runtime,
-            )
-        except BudgetError:
-            raise
-        except ConductorError:
-            return ""
-        return run.answer
+            return None
 
     def close(self) -> None:
         self.runtime.close()

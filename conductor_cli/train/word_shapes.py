@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -52,14 +52,7 @@ class StepWords:
     trials: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "start": self.start,
-            "words": self.words,
-            "right_before": self.right_before,
-            "right_after": self.right_after,
-            "trials": self.trials,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
