@@ -5,7 +5,7 @@ oracle over members and the shipped conductor on the set's test items; minutes a
 the training, accuracy with Wilson 95 % intervals, the paired differences.
 
     .venv/bin/python bench/train_own_public.py [--set bbh:word_sorting] [--limit 60]
-        [--sample 50] [--seed 0] [--root DIR] [--public-from DIR]
+        [--sample 50] [--seed 0] [--root DIR] [--public-from DIR] [--strategies S,S]
 
 Training reads the set's training split only (BIG-bench: conductor's fixed 1 in 5), eval its
 test split. `--public-from` links an already fetched public folder (DATA_DIR/public) instead of
@@ -36,6 +36,7 @@ def main() -> None:
     parser.add_argument("--name", default="own")
     parser.add_argument("--root", type=Path, default=Path("/tmp/conductor-own-public"))
     parser.add_argument("--public-from", type=Path)
+    parser.add_argument("--strategies", default=STRATEGIES, help="besides the trained one")
     args = parser.parse_args()
     data = args.root / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ def main() -> None:
     )
     team = f"conductor:{args.name}"
     command = [CONDUCTOR, "eval", args.set, "--sample", str(args.sample), "--seed", str(args.seed)]
-    command += ["--strategies", f"{team},{STRATEGIES}"]
+    command += ["--strategies", f"{team},{args.strategies}"]
     subprocess.run([*command, "--json-out", str(args.root / "eval.json")], env=env, check=True)
     print(markdown(build(stored_results(data), team)))
 
