@@ -125,6 +125,8 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)
+    # No --tasks: the steps keep the words their rewards were measured with.
+    assert record["hyperparameters"]["tasks"] == "fixed"
     before, after = (e for e in record["evaluations"])
     table = record["reward_table"]
     # Learning, not a tuned figure: the head beats every fixed workflow on its training

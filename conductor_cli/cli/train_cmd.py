@@ -33,11 +33,12 @@ MethodOption = Annotated[
     ),
 ]
 TasksOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--tasks",
-        help="head: who writes each step's task at planning time: written (the "
-        "conductor) or fixed (the words the rewards were measured with).",
+        help="head: who writes each step's task at planning time: fixed (the words the "
+        "rewards were measured with; the default) or written (the conductor).",
+        show_default=False,
     ),
 ]
 RoundsOption = Annotated[
@@ -198,7 +199,7 @@ def train_cmd(
     file: DatasetFileArg = None,
     out: OutOption = "my-conductor",
     method: MethodOption = "head",
-    tasks: TasksOption = "written",
+    tasks: TasksOption = None,
     rounds: RoundsOption = 1,
     search: SearchOption = "adaptive",
     policy: PolicyOption = "auto",

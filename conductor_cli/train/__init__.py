@@ -77,7 +77,7 @@ def _trl(
     from conductor_cli.errors import InputError
 
     head = options.head
-    if head.tasks != "written" or head.rounds != 1 or head.dry_run:
+    if head.tasks is not None or head.rounds != 1 or head.dry_run:
         raise InputError(
             "--tasks, --rounds and --dry-run are the head method's; leave them out with "
             "--engine trl"
@@ -94,7 +94,7 @@ def _refuse_head_options(options: TrainOptions, method: str) -> None:
     from conductor_cli.errors import InputError
 
     head = options.head
-    if head.tasks != "written":
+    if head.tasks is not None:
         raise InputError(
             f"--tasks {head.tasks}: only the head method fixes the words; the LoRA methods "
             "train the conductor that writes them (leave --tasks out)"

@@ -94,6 +94,9 @@ from conductor_cli.train.workdir import (
 )
 
 TIE_BREAK = 0.001
+# Who writes the steps' words when --tasks is not given: the words the rewards were measured
+# with (a conductor as small as SmolLM2 writes words that cost its workers; shared.HeadOptions).
+DEFAULT_TASKS = "fixed"
 
 
 SEARCHES = ("adaptive", "all")
@@ -600,6 +603,8 @@ def train_head(
     """
     started = time.monotonic()
     _require_cma()
+    if options.head.tasks is None:
+        options = replace(options, head=replace(options.head, tasks=DEFAULT_TASKS))
     name = registry.check_name(options.name)
     final = None
     if not options.head.dry_run:
