@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import stat
+import threading
 import time
 from pathlib import Path
 
@@ -13,8 +14,9 @@ import pytest
 from conductor_cli.api import TraceOptions, execute
 from conductor_cli.backends.base import Completion, Request
 from conductor_cli.config.settings import load_config
-from conductor_cli.errors import is_interrupt
+from conductor_cli.errors import BudgetError, is_interrupt
 from conductor_cli.replay import play
+from conductor_cli.run.budget import Budget
 from conductor_cli.run.events import (
     PlanReady,
     RunFailed,
@@ -26,7 +28,13 @@ from conductor_cli.run.events import (
 )
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.storage import trace as trace_module
-from conductor_cli.storage.cache import ResponseCache, request_key
+from conductor_cli.storage.cache import (
+    CachedBackend,
+    CacheMode,
+    CallCounter,
+    ResponseCache,
+    request_key,
+)
 from conductor_cli.storage.trace import TraceWriter, load_trace, redact_text
 
 from .conftest import FAST_CONFIG, assert_one_line_error, run_cli, start_cli
@@ -85,6 +93,45 @@ def test_request_key_covers_every_input() -> None:
         request_key("gguf-sha256:abc", Request(base.messages, 10, 0.2, 1, grammar="root ::= x")),
     ]
     assert len({key, *variants}) == len(variants) + 1
+
+
+class SlowBackendFake:
+    """Fault injection: a backend slow enough that two threads ask it the same request at
+    once; it counts the calls that reach it."""
+
+    identity = fingerprint = "slow-fake"
+    supports_grammar = False
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.started = threading.Event()
+
+    def complete(self, request: Request, on_text: object = None) -> Completion:
+        self.calls += 1
+        self.started.set()
+        time.sleep(0.5)
+        return Completion(f"answer {self.calls}", 1, 2)
+
+
+def test_one_request_asked_on_two_threads_at_once_is_one_model_call(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c")
+    fake = SlowBackendFake()
+    counter = CallCounter()
+    budget = Budget(max_calls=1)  # a second call would be refused
+    backend = CachedBackend(fake, cache, CacheMode.USE, counter, budget=budget)
+    request = Request(({"role": "user", "content": "hi"},), 10, 0.0, 1)
+    answers: list[str] = []
+    first = threading.Thread(target=lambda: answers.append(backend.complete(request).text))
+    first.start()
+    assert fake.started.wait(10)  # the first is inside its call when the second asks
+    answers.append(backend.complete(request).text)
+    first.join()
+    assert fake.calls == 1 and budget.calls == 1 and counter.cache_hits == 1
+    assert answers == ["answer 1", "answer 1"]
+    other = Request(({"role": "user", "content": "bye"},), 10, 0.0, 1)
+    with pytest.raises(BudgetError):  # a different request is not held back by the claim
+        backend.complete(other)
+    cache.close()
 
 
 def test_cache_stores_json_and_evicts_to_its_limit(tmp_path: Path) -> None:

@@ -247,6 +247,21 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     plain = step_messages("What is 6 * 7?", (), workflow, 0, {}, local)
     assert PROGRAM_REQUEST not in plain[-1]["content"]
 
+    # The checking step sees the program and its run: it is shown the program that ran, not
+    # its writer's guess at what that prints (letters-14: the run printed 12, the guess said 13).
+    from conductor_cli.run.messages import programs_run
+
+    assert [programs_run(workflow, i, pool) for i in range(3)] == [set(), set(), {0}]
+    written = "Here:\n```python\nprint(len('hello, world'))\n```\nIt will output:\n```\n13\n```"
+    outputs = {0: written, 1: "12"}
+    check = step_messages("How long?", (), workflow, 2, outputs, local, programs=frozenset({0}))
+    assert (
+        check[1]["content"] == "Here:\n```python\nprint(len('hello, world'))\n```\nIt will output:"
+    )
+    assert check[3]["content"] == "12"
+    whole = step_messages("How long?", (), workflow, 2, outputs, local)
+    assert whole[1]["content"] == written.strip()  # a step no tool ran is shown whole
+
 
 def test_doctor_finds_an_mcp_workers_server_command_without_starting_it(tmp_path: Path) -> None:
     from .test_mcp_tool import CONFIG as MCP_CONFIG

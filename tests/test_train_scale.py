@@ -94,9 +94,12 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     assert calls == 9 and set(by_process) == {"0", "1"}  # both processes called workers
     assert (work / "trl" / "checkpoint-1").is_dir()
 
-    resumed = run_cli(*args, "--max-calls", "40", "--resume", timeout=900)
+    # The summary a person reads (no --json) prints TRL's curve too.
+    resumed = run_cli(*args[:-1], "--max-calls", "40", "--resume", timeout=900)
     assert resumed.returncode == 0, resumed.stderr
-    record = json.loads(resumed.stdout)
+    assert "held-out after step 2: accuracy" in resumed.stdout, resumed.stdout
+    directory = conductors_dir() / "scaled"
+    record = json.loads((directory / "record.json").read_text(encoding="utf-8"))
     assert record["engine"] == "trl"
     assert [e["step"] for e in record["curve"]] == [1, 2]  # none fitted twice, none lost
     assert "held_out" in record["curve"][-1]
@@ -105,7 +108,6 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     assert 9 < cost["worker_calls"] <= 40  # the resumed run went on from the ledger, within it
     assert all(cost["worker_calls_by_process"][p] > 0 for p in ("0", "1"))
     assert record["export_check"]["identical"] == 5
-    directory = conductors_dir() / "scaled"
     weights = adapter_weights(directory / "adapter.gguf")
     assert any(np.abs(b).sum() > 0 for name, b in weights.items() if name.endswith("lora_b"))
     assert not work.exists()

@@ -387,10 +387,14 @@ def _progress_lines(record: dict[str, Any]) -> list[str]:
             when = (
                 f"round {entry['iteration']}" if "iteration" in entry else f"step {entry['step']}"
             )
-            lines.append(
-                f"  held-out after {when}: accuracy {held['accuracy']:.3f} "
-                f"(samples right {entry['right_share']:.2f})"
+            # Our loops count the samples right; TRL's GRPO logs only their mean reward.
+            share = entry.get("right_share")
+            samples = (
+                f"samples right {share:.2f}"
+                if share is not None
+                else f"samples' mean reward {entry['mean_reward']:.2f}"
             )
+            lines.append(f"  held-out after {when}: accuracy {held['accuracy']:.3f} ({samples})")
     export = record.get("export_check")
     if export:
         lines.append(

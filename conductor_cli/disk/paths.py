@@ -35,12 +35,13 @@ def state_dir() -> Path:
 
 
 def torch_bases_dir() -> Path:
-    """The float32 torch copies of conductors being trained (train/base_copy.py)."""
+    """The float32 torch copies of conductors being trained (train/base_copy.py) and their
+    float32 GGUFs that the export check loads (train/export_check.py)."""
     return state_dir() / "torch-base"
 
 
 def clear_torch_bases() -> int:
-    """`cache clear`: remove every kept torch copy; how many there were."""
+    """`cache clear`: remove every kept float32 copy; how many there were."""
     import shutil
 
     directory = torch_bases_dir()

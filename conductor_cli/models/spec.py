@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from conductor_cli.models.builtin_tools import BUILTIN
+
 
 @dataclass(frozen=True)
 class ModelKind:
@@ -114,6 +116,12 @@ class ModelSpec:
     def tool(self) -> bool:
         """A built-in or MCP tool: deterministic, no tokens, no cost."""
         return self.entry.tool
+
+    @property
+    def runs_programs(self) -> bool:
+        """A built-in tool that runs the program an earlier step wrote (`tool:python`)."""
+        tool = BUILTIN.get(self.name) if self.kind == "tool" else None
+        return tool is not None and tool.runs_programs
 
     @property
     def mcp_server(self) -> str:

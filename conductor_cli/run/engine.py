@@ -32,7 +32,7 @@ from conductor_cli.run.events import (
     Subscriber,
 )
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.messages import feeds_python, restates, step_messages
+from conductor_cli.run.messages import feeds_python, programs_run, restates, step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 
@@ -235,8 +235,9 @@ class Engine:
                     task = None if restates(step.task, question) else step.task
                     return agent_messages(self.agent, team, task), True
                 messages = step_messages(
-                    question, attachments, workflow, i, outputs, worker, for_python=python
-                )
+                    question, attachments, workflow, i, outputs, worker, for_python=python,
+                    programs=programs_run(workflow, i, self.pool),
+                )  # fmt: skip
                 return messages, False
 
             messages, tools = prepared(worker)

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachments
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
+from conductor_cli.sandbox.fences import only_python_blocks
 
 # Words that carry no content of their own in a task: asking for the answer in some form.
 _FILLER_WORDS = """a an the of to in on at for and or but is are was were be it its this that these
@@ -72,6 +73,7 @@ def step_messages(
     worker: Worker,
     *,
     for_python: bool = False,
+    programs: frozenset[int] = frozenset(),
 ) -> tuple[dict[str, str], ...]:
     """The step as a conversation (the paper's layout): each step it sees comes first as an
     earlier exchange (that step's task, then its output as the assistant's reply), then one
@@ -80,13 +82,19 @@ def step_messages(
 
     `for_python`: a later `tool:python` step sees this one, so the model is asked for the
     program that tool runs (program-aided answering): the workflow's shape says "compute
-    this with code", whatever words the conductor chose for the task."""
+    this with code", whatever words the conductor chose for the task.
+
+    `programs`: seen steps whose program a seen tool step ran (programs_run); each is shown
+    without what its writer said the program prints (fences.only_python_blocks)."""
     step = workflow.steps[index]
     history: list[dict[str, str]] = []
     for j in step.sees:
         earlier = workflow.steps[j]
+        shown = outputs[j].strip()
+        if j in programs:
+            shown = only_python_blocks(shown)
         history.append({"role": "user", "content": f"Step {j} ({earlier.worker}): {earlier.task}"})
-        history.append({"role": "assistant", "content": outputs[j].strip()})
+        history.append({"role": "assistant", "content": shown})
     task = [] if restates(step.task, question) and not step.sees else [step.task]
     if for_python and not worker.tool:
         task.append(PROGRAM_REQUEST)
@@ -97,9 +105,31 @@ def step_messages(
     return (*history, {"role": "user", "content": "\n\n".join([question, *attached, *task])})
 
 
+def _runs_programs(pool: Pool, worker: str) -> bool:
+    return pool.get(worker).config.spec.runs_programs
+
+
 def feeds_python(workflow: Workflow, index: int, pool: Pool) -> bool:
-    """Whether a later step of `workflow` that sees step `index` runs `tool:python`."""
+    """Whether a later step of `workflow` that sees step `index` runs its program (a tool
+    that runs programs, `tool:python`)."""
     return any(
-        index in later.sees and pool.get(later.worker).config.model == "tool:python"
+        index in later.sees and _runs_programs(pool, later.worker)
         for later in workflow.steps[index + 1 :]
+    )
+
+
+def programs_run(workflow: Workflow, index: int, pool: Pool) -> frozenset[int]:
+    """The steps step `index` sees whose program a tool step it also sees ran. A model step
+    shown both is not shown what the writer said its program "will output": a guess the run
+    contradicts, which a checking step read over the run (12 printed, 13 answered;
+    bench/data/letters.jsonl, letters-14)."""
+    if pool.get(workflow.steps[index].worker).config.tool:
+        return frozenset()  # a tool reads the whole outputs (python_tool.find_program)
+    sees = workflow.steps[index].sees
+    return frozenset(
+        j
+        for k in sees
+        if _runs_programs(pool, workflow.steps[k].worker)
+        for j in workflow.steps[k].sees
+        if j in sees
     )

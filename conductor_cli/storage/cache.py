@@ -8,10 +8,13 @@ hashes the model fingerprint and the request, and API keys are not part of eithe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,13 @@ class ResponseCache:
             eviction_policy="least-recently-used",
             timeout=60,  # wait for another process's write rather than fail
         )
+        self._claims = _Claims()
+
+    def claim(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """Held while one request is answered: a second thread asking the same request waits
+        and reads the first one's answer, so a request is one model call however many steps
+        ask it at once (training runs workflows that share steps on parallel threads)."""
+        return self._claims.hold(key)
 
     def get(self, key: str) -> Completion | None:
         record = self._cache.get(key)
@@ -170,14 +180,21 @@ class CachedBackend:
         return calls_tools(self.backend)
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
-        key = request_key(self.backend.fingerprint, request) if self.cache else ""
-        if self.cache is not None and self.mode is CacheMode.USE:
+        if self.cache is None or self.mode is not CacheMode.USE:
+            return self._call(request, on_text, "")
+        key = request_key(self.backend.fingerprint, request)
+        with self.cache.claim(key):
             hit = self.cache.get(key)
-            if hit is not None:
-                self.counter.cache_hits += 1
-                if on_text is not None and hit.text:
-                    on_text(hit.text)
-                return dataclasses.replace(hit, cost=0.0)
+            if hit is None:
+                return self._call(request, on_text, key)
+        self.counter.cache_hits += 1
+        if on_text is not None and hit.text:
+            on_text(hit.text)
+        return dataclasses.replace(hit, cost=0.0)
+
+    def _call(self, request: Request, on_text: TextSink | None, key: str) -> Completion:
+        """A model call, checked against the budget first, then priced, counted and kept."""
+        key = key or (request_key(self.backend.fingerprint, request) if self.cache else "")
         if self.budget is not None:
             chars = sum(len(message_text(m)) for m in request.messages)
             # Before the call only a bound is known: ~4 characters a token, all of max_tokens.
@@ -191,3 +208,25 @@ class CachedBackend:
         if self.cache is not None:
             self.cache.put(key, done)
         return dataclasses.replace(done, cost=cost)
+
+
+@dataclass
+class _Claims:
+    """One lock a request key, kept only while some thread holds or waits for it."""
+
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _held: dict[str, list[Any]] = field(default_factory=dict)  # key -> [lock, holders]
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        with self._guard:
+            entry = self._held.setdefault(key, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with self._guard:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del self._held[key]

@@ -26,7 +26,7 @@ def copies_dir() -> Path:
     return paths.torch_bases_dir()
 
 
-def _key(base: Path) -> str:
+def key(base: Path) -> str:
     import transformers
 
     stat = base.stat()
@@ -39,7 +39,7 @@ def load_base(base: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    kept = copies_dir() / _key(base)
+    kept = copies_dir() / key(base)
     if (kept / "config.json").is_file():
         try:
             with _quiet():

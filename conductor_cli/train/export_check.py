@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from conductor_cli.backends.llamacpp import load_llama, stderr_note
+from conductor_cli.train import base_copy
 from conductor_cli.train.lora_model import Policy
 
 PROMPTS = (
@@ -53,6 +54,21 @@ def dequantized_copy(source: Path, target: Path) -> None:
     writer.close()
 
 
+def float32_base(base: Path) -> Path:
+    """The float32 GGUF of `base`, made once (5 s and 540 MB for the default) and kept beside
+    the torch copy (base_copy.py: same key, `conductor cache clear` removes both); written
+    whole, then renamed, so a reader never loads half a file."""
+    kept = base_copy.copies_dir() / f"{base_copy.key(base)}.f32.gguf"
+    if kept.is_file():
+        return kept
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=kept.parent, prefix=".partial-") as tmp:
+        staged = Path(tmp) / kept.name
+        dequantized_copy(base, staged)
+        staged.replace(kept)
+    return kept
+
+
 def llama_greedy(llama: Any, prompt: Sequence[int], n: int) -> list[int]:
     import llama_cpp
 
@@ -73,24 +89,22 @@ def check_export(
     policy: Policy, base: Path, adapter: Path, prompts: Sequence[str] = PROMPTS
 ) -> dict[str, Any]:
     """Greedy continuations of `prompts` in llama.cpp (float32 base + adapter) and in torch."""
-    with tempfile.TemporaryDirectory(prefix="conductor-export-check-") as tmp:
-        f32 = Path(tmp) / "base-f32.gguf"
-        dequantized_copy(base, f32)
-        # A float32 KV cache too: an f16 one alone flipped a near tie at token 29.
-        llama = load_llama(
-            f32, stderr_note, adapter=adapter, n_ctx=512, flash_attn=False, type_k=0, type_v=0
-        )
-        try:
-            results = []
-            for text in prompts:
-                tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)
-                ours = llama_greedy(llama, tokens, TOKENS)
-                theirs = policy.greedy(tokens, TOKENS)
-                pairs = zip(ours, theirs, strict=True)
-                agree = next((i for i, (a, b) in enumerate(pairs) if a != b), TOKENS)
-                results.append({"prompt": text, "identical": ours == theirs, "same_prefix": agree})
-        finally:
-            llama.close()
+    # A float32 KV cache too: an f16 one alone flipped a near tie at token 29.
+    llama = load_llama(
+        float32_base(base), stderr_note, adapter=adapter, n_ctx=512, flash_attn=False,
+        type_k=0, type_v=0,
+    )  # fmt: skip
+    try:
+        results = []
+        for text in prompts:
+            tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)
+            ours = llama_greedy(llama, tokens, TOKENS)
+            theirs = policy.greedy(tokens, TOKENS)
+            pairs = zip(ours, theirs, strict=True)
+            agree = next((i for i, (a, b) in enumerate(pairs) if a != b), TOKENS)
+            results.append({"prompt": text, "identical": ours == theirs, "same_prefix": agree})
+    finally:
+        llama.close()
     return {
         "prompts": len(results),
         "tokens": TOKENS,

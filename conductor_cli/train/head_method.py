@@ -31,9 +31,7 @@ from conductor_cli.config.settings import MAX_ROUNDS_LIMIT, Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
-from conductor_cli.models.builtin_tools import BUILTIN
 from conductor_cli.models.catalog import file_sha256
-from conductor_cli.models.spec import ModelSpec
 from conductor_cli.policy import registry
 from conductor_cli.policy.chooser import TASKS
 from conductor_cli.policy.features import PromptFeatures
@@ -155,10 +153,9 @@ def pool_programs(config: Config, max_steps: int) -> list[Shape]:
     """The pool's program-aided shapes: each model worker with each tool that runs programs."""
     models, tools = [], []
     for worker in config.workers:
-        spec = ModelSpec.for_worker(worker.model)
-        if not spec.tool:
+        if not worker.tool:
             models.append(worker.name)
-        elif spec.kind == "tool" and getattr(BUILTIN.get(spec.name), "runs_programs", False):
+        elif worker.spec.runs_programs:
             tools.append(worker.name)
     return program_shapes(models, tools, max_steps)
 
