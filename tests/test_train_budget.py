@@ -74,10 +74,10 @@ def test_the_budget_is_never_crossed_and_the_estimate_is_what_is_spent(
     # step's seed is the run's plus its position, so they are calls of their own) and 4 chains.
     assert estimate["reward_calls"] == 24 * 8 and estimate["held_out_calls"] == 0
 
-    # The same training for real: the estimate is exact on an empty cache (one run at a time;
-    # concurrent runs can both miss the cache for one step).
+    # The same training for real: the estimate is exact on an empty cache, with runs on
+    # parallel threads (a step two runs ask at once is one call: storage/cache.py's claim).
     done = run_cli(*train, "--out", "d", "--search", "all", "--repeats", "1", "--json",
-                   "--concurrency", "1")  # fmt: skip
+                   "--concurrency", "4")  # fmt: skip
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert simulation.calls - calls == estimate["reward_calls"] == record["worker_calls"]
