@@ -85,7 +85,7 @@ def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
     policy = Policy(gguf_path, device="cpu", rank=8, seed=1)
     # The dequantized base is kept (train/base_copy.py): the next load reads it, bit for bit,
     # instead of converting the GGUF again; `cache clear` removes it.
-    kept = [p for p in base_copy.copies_dir().iterdir() if not p.name.startswith(".")]
+    kept = [p for p in base_copy.copies_dir().iterdir() if p.is_dir() and p.name[0] != "."]
     assert len(kept) == 1 and (kept[0] / "config.json").is_file()
     again = base_copy.load_base(gguf_path)
     base_weights = {
@@ -114,6 +114,10 @@ def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
     unpermuted = tmp_path / "unpermuted.gguf"
     policy.export(unpermuted)
     assert check_export(policy, gguf_path, unpermuted, PROMPTS[:2])["identical"] < 2
+    # The float32 GGUF both checks loaded was made once and kept beside the torch copy.
+    assert [p.name for p in base_copy.copies_dir().glob("*.f32.gguf")] == [
+        f"{kept[0].name}.f32.gguf"
+    ]
 
 
 def test_a_big_conductor_on_the_cpu_is_refused_in_one_line(tmp_path: Path) -> None:
