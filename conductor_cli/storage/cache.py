@@ -180,9 +180,9 @@ class CachedBackend:
         return calls_tools(self.backend)
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
+        key = request_key(self.backend.fingerprint, request) if self.cache is not None else ""
         if self.cache is None or self.mode is not CacheMode.USE:
-            return self._call(request, on_text, "")
-        key = request_key(self.backend.fingerprint, request)
+            return self._call(request, on_text, key)
         with self.cache.claim(key):
             hit = self.cache.get(key)
             if hit is None:
@@ -193,8 +193,8 @@ class CachedBackend:
         return dataclasses.replace(hit, cost=0.0)
 
     def _call(self, request: Request, on_text: TextSink | None, key: str) -> Completion:
-        """A model call, checked against the budget first, then priced, counted and kept."""
-        key = key or (request_key(self.backend.fingerprint, request) if self.cache else "")
+        """A model call, checked against the budget first, then priced, counted and kept
+        under `key`."""
         if self.budget is not None:
             chars = sum(len(message_text(m)) for m in request.messages)
             # Before the call only a bound is known: ~4 characters a token, all of max_tokens.
@@ -211,22 +211,28 @@ class CachedBackend:
 
 
 @dataclass
+class _Claim:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    holders: int = 0  # threads holding or waiting for the lock
+
+
+@dataclass
 class _Claims:
     """One lock a request key, kept only while some thread holds or waits for it."""
 
     _guard: threading.Lock = field(default_factory=threading.Lock)
-    _held: dict[str, list[Any]] = field(default_factory=dict)  # key -> [lock, holders]
+    _held: dict[str, _Claim] = field(default_factory=dict)
 
     @contextlib.contextmanager
     def hold(self, key: str) -> Iterator[None]:
         with self._guard:
-            entry = self._held.setdefault(key, [threading.Lock(), 0])
-            entry[1] += 1
+            claim = self._held.setdefault(key, _Claim())
+            claim.holders += 1
         try:
-            with entry[0]:
+            with claim.lock:
                 yield
         finally:
             with self._guard:
-                entry[1] -= 1
-                if entry[1] == 0:
+                claim.holders -= 1
+                if claim.holders == 0:
                     del self._held[key]

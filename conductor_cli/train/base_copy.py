@@ -5,7 +5,8 @@ on 2 cores, at the start of every LoRA training run, export check and resume. Th
 result saved as safetensors loads in 0.1 s with the same weights (checked bit for bit), so the
 first load keeps it under the state folder (`paths.state_dir()`, derived files kept for speed
 only; `conductor cache clear` removes them). Keyed by the GGUF's path, size and mtime, and the
-transformers version: a changed file or library converts again.
+transformers version: a changed file or library converts again. The export check's float32
+GGUF of the same base is kept beside it, under the same key (`float32_gguf`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import io
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from conductor_cli.disk import paths
 
@@ -26,7 +30,7 @@ def copies_dir() -> Path:
     return paths.torch_bases_dir()
 
 
-def key(base: Path) -> str:
+def _key(base: Path) -> str:
     import transformers
 
     stat = base.stat()
@@ -39,7 +43,7 @@ def load_base(base: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    kept = copies_dir() / key(base)
+    kept = copies_dir() / _key(base)
     if (kept / "config.json").is_file():
         try:
             with _quiet():
@@ -59,17 +63,57 @@ def load_base(base: Path) -> Any:
 
 
 def _keep(model: Any, kept: Path) -> None:
-    """Save next to the final place, then rename: a reader never sees half a copy, and a full
-    disk or a second writer only costs the next run the conversion."""
+    """Keep the converted model: a full disk or a second writer only costs the next run the
+    conversion."""
     try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=kept.parent, prefix=".partial-") as tmp:
-            staged = Path(tmp) / "model"
-            with _quiet():
-                model.save_pretrained(str(staged), safe_serialization=True)
-            staged.rename(kept)
+        with _staged(kept) as staged, _quiet():
+            model.save_pretrained(str(staged), safe_serialization=True)
     except OSError:
         pass
+
+
+def float32_gguf(base: Path) -> Path:
+    """The GGUF `base` with every tensor as float32, made once (5 s and 540 MB for the
+    default) and kept beside the torch copy under the same key: the export check loads it."""
+    kept = copies_dir() / f"{_key(base)}.f32.gguf"
+    if not kept.is_file():
+        with _staged(kept) as staged:
+            dequantized_copy(base, staged)
+    return kept
+
+
+def dequantized_copy(source: Path, target: Path) -> None:
+    """`source` with every tensor as float32 and its metadata unchanged."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(source))
+    arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
+    writer = gguf.GGUFWriter(str(target), arch)
+    for field in reader.fields.values():
+        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
+            continue  # the writer adds these itself
+        kind = field.types[0]
+        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+        value = 0 if field.name == gguf.Keys.General.FILE_TYPE else field.contents()  # 0: F32
+        writer.add_key_value(field.name, value, kind, sub_type=sub)
+    for tensor in reader.tensors:
+        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        writer.add_tensor(tensor.name, np.ascontiguousarray(data, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+@contextlib.contextmanager
+def _staged(kept: Path) -> Iterator[Path]:
+    """A path beside `kept` to write to, renamed to `kept` once written whole: a reader never
+    sees half a copy."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=kept.parent, prefix=".partial-") as tmp:
+        staged = Path(tmp) / kept.name
+        yield staged
+        staged.replace(kept)
 
 
 @contextlib.contextmanager

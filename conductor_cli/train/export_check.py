@@ -10,7 +10,6 @@ continuations must be identical. An adapter with Q and K rows in the wrong order
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,44 +28,6 @@ PROMPTS = (
     "To make a cup of tea, first",
 )
 TOKENS = 32
-
-
-def dequantized_copy(source: Path, target: Path) -> None:
-    """`source` with every tensor as float32 and its metadata unchanged."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(source))
-    arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
-    writer = gguf.GGUFWriter(str(target), arch)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue  # the writer adds these itself
-        kind = field.types[0]
-        sub = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
-        value = 0 if field.name == gguf.Keys.General.FILE_TYPE else field.contents()  # 0: F32
-        writer.add_key_value(field.name, value, kind, sub_type=sub)
-    for tensor in reader.tensors:
-        data = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-        writer.add_tensor(tensor.name, np.ascontiguousarray(data, dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
-def float32_base(base: Path) -> Path:
-    """The float32 GGUF of `base`, made once (5 s and 540 MB for the default) and kept beside
-    the torch copy (base_copy.py: same key, `conductor cache clear` removes both); written
-    whole, then renamed, so a reader never loads half a file."""
-    kept = base_copy.copies_dir() / f"{base_copy.key(base)}.f32.gguf"
-    if kept.is_file():
-        return kept
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=kept.parent, prefix=".partial-") as tmp:
-        staged = Path(tmp) / kept.name
-        dequantized_copy(base, staged)
-        staged.replace(kept)
-    return kept
 
 
 def llama_greedy(llama: Any, prompt: Sequence[int], n: int) -> list[int]:
@@ -91,7 +52,7 @@ def check_export(
     """Greedy continuations of `prompts` in llama.cpp (float32 base + adapter) and in torch."""
     # A float32 KV cache too: an f16 one alone flipped a near tie at token 29.
     llama = load_llama(
-        float32_base(base), stderr_note, adapter=adapter, n_ctx=512, flash_attn=False,
+        base_copy.float32_gguf(base), stderr_note, adapter=adapter, n_ctx=512, flash_attn=False,
         type_k=0, type_v=0,
     )  # fmt: skip
     try:
