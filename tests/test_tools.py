@@ -254,13 +254,18 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     assert [programs_run(workflow, i, pool) for i in range(3)] == [set(), set(), {0}]
     written = "Here:\n```python\nprint(len('hello, world'))\n```\nIt will output:\n```\n13\n```"
     outputs = {0: written, 1: "12"}
-    check = step_messages("How long?", (), workflow, 2, outputs, local, programs=frozenset({0}))
+    runs = frozenset({0})
+    check = step_messages("How long?", (), workflow, 2, outputs, local, programs=runs)
     assert (
         check[1]["content"] == "Here:\n```python\nprint(len('hello, world'))\n```\nIt will output:"
     )
     assert check[3]["content"] == "12"
     whole = step_messages("How long?", (), workflow, 2, outputs, local)
     assert whole[1]["content"] == written.strip()  # a step no tool ran is shown whole
+    # With no Python block but an empty one, the tool ran the bare block: it stays.
+    bare = "```python\n```\n```\nprint(12)\n```"
+    shown = step_messages("How long?", (), workflow, 2, {0: bare, 1: "12"}, local, programs=runs)
+    assert shown[1]["content"] == bare
 
 
 def test_doctor_finds_an_mcp_workers_server_command_without_starting_it(tmp_path: Path) -> None:

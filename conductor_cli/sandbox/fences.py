@@ -34,7 +34,7 @@ def python_blocks(reply: str) -> list[str]:
 def only_python_blocks(reply: str) -> str:
     """The reply with every block not tagged Python taken out, prose kept: what a coder model
     says its program prints (a bare block after it) is a guess, and wrong as often as not."""
-    if not any(tag in PYTHON_TAGS for tag, _ in code_blocks(reply)):
-        return reply
+    if not any(tag in PYTHON_TAGS and body.strip() for tag, body in code_blocks(reply)):
+        return reply  # python_blocks then runs a bare block: it is the program, not a guess
     kept = _FENCE.sub(lambda m: m.group(0) if m.group(1).lower() in PYTHON_TAGS else "", reply)
     return re.sub(r"\n{3,}", "\n\n", kept).strip()
