@@ -27,6 +27,11 @@ class Overrides:
     seed: int | None = None
     max_rounds: int | None = None
 
+    def changes_pool(self) -> str | None:
+        """The field that changes the conductor or the workers (so may load or fetch a
+        model), or None."""
+        return "conductor" if self.conductor else "workers" if self.workers else None
+
 
 @dataclass(frozen=True)
 class RunRequest:

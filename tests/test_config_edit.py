@@ -81,6 +81,8 @@ def test_set_then_get_round_trips_and_keeps_every_other_key(cfg: Path) -> None:
         ("workers.helpr.max_tokens", "9", ["no worker named 'helpr'", "helper"]),
         ("workers.helper.fallback", "nobody", ["fallback", "nobody"]),
         ("workers.helper", "x", ["workers.NAME.KEY"]),
+        ("server.allowed_origins", "ftp://x/y", ["server.allowed_origins", "scheme://host"]),
+        ("server.allowed_hosts", '["box", 3]', ["server.allowed_hosts", "list of strings"]),
     ],
 )
 def test_a_bad_set_names_the_key_and_leaves_the_file_alone(
@@ -89,6 +91,18 @@ def test_a_bad_set_names_the_key_and_leaves_the_file_alone(
     before = cfg.read_bytes()
     assert_one_line_error(run_cli("config", "set", key, value), 2, *needles)
     assert cfg.read_bytes() == before
+
+
+def test_a_servers_lists_are_set_as_json_or_words(cfg: Path) -> None:
+    proc = run_cli("config", "set", "server.allowed_hosts", '["box.lan", "gpu"]')
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli("config", "set", "server.allowed_origins", "http://localhost:3000, https://a.b")
+    assert proc.returncode == 0, proc.stderr
+    server = tomllib.loads(cfg.read_text())["server"]
+    assert server["allowed_hosts"] == ["box.lan", "gpu"]
+    assert server["allowed_origins"] == ["http://localhost:3000", "https://a.b"]
+    got = run_cli("config", "get", "server.allowed_hosts").stdout
+    assert got == "box.lan\ngpu\n"
 
 
 def test_mcp_servers_are_set_like_any_key_and_an_mcp_worker_can_use_them(cfg: Path) -> None:

@@ -100,7 +100,10 @@ def test_bad_requests_get_openai_error_bodies(server: ConductorServer) -> None:
     import urllib.request
 
     bad = urllib.request.Request(
-        f"{server.url}/v1/chat/completions", data=b"{not json", method="POST"
+        f"{server.url}/v1/chat/completions",
+        data=b"{not json",
+        method="POST",
+        headers={"Content-Type": "application/json"},
     )
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(bad)

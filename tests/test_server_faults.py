@@ -269,7 +269,10 @@ def _raw_exchange(server: ConductorServer, request: bytes) -> bytes:
 
 
 def test_broken_framing_gets_an_answer_not_a_dropped_connection(server: ConductorServer) -> None:
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+    head = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\n"
+    )
     for extra, status in [
         (b"Content-Length: -5\r\n\r\n{}", b"400"),
         (b"Content-Length: lots\r\n\r\n{}", b"400"),
@@ -279,7 +282,7 @@ def test_broken_framing_gets_an_answer_not_a_dropped_connection(server: Conducto
         answer = _raw_exchange(server, head + extra)
         assert answer.startswith(b"HTTP/1.1 " + status), (extra, answer)
         assert b'"invalid_request_error"' in answer
-    answer = _raw_exchange(server, b"PUT /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = _raw_exchange(server, b"PUT /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 501") and b'"error"' in answer, answer
     # A refused request's body is read: the connection's next request is answered.
     conn = _tcp(server)

@@ -19,7 +19,7 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 from conductor_cli.cli.complete import worker_names
-from conductor_cli.cli.output import print_answer, print_json, watching
+from conductor_cli.cli.output import note, print_answer, print_json, watching
 from conductor_cli.models import spellings
 
 FileOption = Annotated[
@@ -64,8 +64,7 @@ def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> N
     from conductor_cli.run import cut_notes
 
     for line in cut_notes(cfg, question, attachments):
-        sys.stderr.write(f"conductor: note: {line}\n")
-    sys.stderr.flush()
+        note(line)
 
 
 def run_and_show(
@@ -115,7 +114,7 @@ def cache_mode(no_cache: bool, refresh: bool) -> Any:
 
 def show_result(result: Any, *, as_json: bool) -> None:
     for line in result.to_dict().get("notes") or []:
-        sys.stderr.write(f"conductor: note: {line}\n")
+        note(line)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -11,6 +11,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from conductor_cli.cli.safe_text import visible
 from conductor_cli.cli.signals import during_command
 from conductor_cli.cli.typer_compat import ClickException, get_current_context
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
@@ -76,7 +77,7 @@ ScorerOption = Annotated[
 
 def fail(message: str, code: int) -> typer.Exit:
     # Plain write, not Rich: Rich wraps at the terminal width and an error must stay one line.
-    sys.stderr.write(f"conductor: error: {message}\n")
+    sys.stderr.write(f"conductor: error: {visible(message)}\n")
     sys.stderr.flush()
     return typer.Exit(code)
 

@@ -89,6 +89,8 @@ def get(
         typer.echo("")  # unset optional key: an empty line, exit 0
     elif isinstance(value, bool):
         typer.echo("true" if value else "false")
+    elif isinstance(value, tuple | list):  # one item a line, for shell loops
+        typer.echo("".join(f"{item}\n" for item in value), nl=False)
     else:
         typer.echo(str(value))
 

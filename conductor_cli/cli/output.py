@@ -44,18 +44,31 @@ def watching(
     yield None, False
 
 
+def note(line: str) -> None:
+    """One `conductor: note:` line on stderr (a note may quote what a model wrote)."""
+    from conductor_cli.cli.safe_text import visible
+
+    sys.stderr.write(f"conductor: note: {visible(line)}\n")
+    sys.stderr.flush()
+
+
 def print_answer(answer: str) -> None:
-    """Markdown on a terminal; the plain text, unchanged, when piped."""
+    """Markdown on a terminal, control characters shown as escapes; the plain text,
+    unchanged, when piped (the bytes the model wrote are what a file should hold)."""
     if sys.stdout.isatty():
         from rich.console import Console
         from rich.markdown import Markdown
 
-        Console().print(Markdown(answer))
+        from conductor_cli.cli.safe_text import visible
+
+        Console().print(Markdown(visible(answer)))
     else:
         sys.stdout.write(answer.strip() + "\n")
         sys.stdout.flush()
 
 
 def print_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+    from conductor_cli.cli.safe_text import json_text
+
+    sys.stdout.write(json_text(json.dumps(doc, ensure_ascii=False, indent=2)) + "\n")
     sys.stdout.flush()

@@ -19,6 +19,7 @@ from conductor_cli.cli.common import (
 )
 from conductor_cli.cli.complete import trace_ids
 from conductor_cli.cli.output import print_answer, print_json, watching
+from conductor_cli.cli.safe_text import flat
 
 app = typer.Typer(no_args_is_help=True)
 
@@ -42,7 +43,7 @@ def list_cmd(as_json: AsJson = False) -> None:
     for r in rows:
         steps = f"{r['steps_done']}/{r['steps']}"
         duration = f"{r['duration']:.1f}s" if isinstance(r["duration"], int | float) else "-"
-        question = (r["question"] or "").replace("\n", " ")
+        question = flat(r["question"] or "")
         lines.append((r["id"], (r["time"] or "-")[:19], r["status"], steps, duration, question))
     if not sys.stdout.isatty():
         # Piped: one tab-separated line per trace, for cut/grep/awk.

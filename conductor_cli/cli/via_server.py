@@ -7,22 +7,16 @@ code: the server holds it."""
 from __future__ import annotations
 
 import dataclasses
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conductor_cli.cli.output import watching
+from conductor_cli.cli.output import note, watching
 from conductor_cli.errors import ConductorError
 from conductor_cli.server import Endpoint, RemoteResult, ServerGone
 from conductor_cli.wire import RunRequest
 
 if TYPE_CHECKING:
     from conductor_cli.config import ServerSettings
-
-
-def note(line: str) -> None:
-    sys.stderr.write(f"conductor: note: {line}\n")
-    sys.stderr.flush()
 
 
 def pick_endpoint(

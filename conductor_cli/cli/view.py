@@ -8,7 +8,6 @@ through the same code and show what the trace records.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from types import TracebackType
@@ -19,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 from rich.tree import Tree
 
+from conductor_cli.cli.safe_text import flat
 from conductor_cli.models import ModelSpec
 from conductor_cli.run import (
     NestedEvent,
@@ -95,13 +95,11 @@ def shown_error(step: StepState) -> str | None:
 
 # ---------------------------------------------------------------------------- formatting
 
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")
-_SPACE = re.compile(r"\s+")
-
 
 def one_line(text: str) -> str:
-    """Text with escape sequences dropped and every run of whitespace made one space."""
-    return _SPACE.sub(" ", _CONTROL.sub("", text)).strip()
+    """Text with escape sequences dropped, other control made visible and every run of
+    whitespace made one space (cli/safe_text.flat)."""
+    return flat(text)
 
 
 def clip(text: str, limit: int) -> str:

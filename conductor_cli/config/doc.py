@@ -73,6 +73,13 @@ KEY_HELP: dict[str, str] = {
     "exits after this many seconds with no request.",
     "server.max_concurrent_runs": "Runs `conductor serve` carries out at once; one more is "
     "answered 429 with Retry-After.",
+    "server.allowed_hosts": "Host names a TCP listener without a key answers to besides "
+    "`localhost`, loopback addresses and the address it is bound to (a web page that renamed "
+    "itself to 127.0.0.1 is refused); `*` allows any name. With `--api-key-env` any name.",
+    "server.allowed_origins": "Web pages (`scheme://host[:port]`) allowed to call the server "
+    "from a browser; a request from any other page is refused (403).",
+    "server.allow_overrides": "Whether a run request on TCP may change the conductor or the "
+    "workers (which can load or fetch a model); the CLI's local socket always may.",
     "sandbox.wall_s": "The python tool stops a program after this many seconds.",
     "sandbox.cpu_s": "Seconds of CPU a python tool program may use.",
     "sandbox.memory_mb": "Memory of a python tool program and everything it starts, together "

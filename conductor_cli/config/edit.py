@@ -62,17 +62,21 @@ def _mcp_value(key: str, field: str, text: str) -> Any:
     if field != "args":
         return text
     if text.lstrip().startswith("["):
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:
-            value = None
-        if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-            raise ConfigError(f'{key}: expected a JSON list of strings, e.g. ["-y", "pkg"].')
-        return value
+        return _json_strings(key, text, '["-y", "pkg"]')
     try:
         return shlex.split(text)
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc}; quote the arguments as a shell would.") from None
+
+
+def _json_strings(key: str, text: str, example: str) -> list[str]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise ConfigError(f"{key}: expected a JSON list of strings, e.g. {example}.")
+    return value
 
 
 def _split(key: str) -> tuple[str, str | None, str]:
@@ -118,6 +122,10 @@ def coerce(key: str, text: str, expected: type) -> Any:
         except ValueError:
             kind = "an integer" if expected is int else "a number"
             raise ConfigError(f"{key}: expected {kind}, got {text!r}.") from None
+    if expected is list:  # a JSON list, or words separated by commas
+        if text.lstrip().startswith("["):
+            return _json_strings(key, text, '["box.lan"]')
+        return [word.strip() for word in text.split(",") if word.strip()]
     return text
 
 

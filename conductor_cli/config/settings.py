@@ -117,6 +117,14 @@ class ServerSettings:
     auto: bool = True
     # A background server exits after this many seconds with no request.
     idle_timeout_s: float = 600.0
+    # Host names the TCP listener answers to besides loopback ones and its own address (a
+    # DNS-rebinding page comes under a name of its own: server/guard.py).
+    allowed_hosts: tuple[str, ...] = ()
+    # Web pages (Origin values) that may call the server; every other page is refused.
+    allowed_origins: tuple[str, ...] = ()
+    # Whether a request on TCP may change the conductor or the workers (loading or fetching
+    # a model); the CLI's own local socket always may.
+    allow_overrides: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,6 +257,9 @@ _SERVER_TYPES: dict[str, type] = {
     "max_concurrent_runs": int,
     "auto": bool,
     "idle_timeout_s": float,
+    "allowed_hosts": list,
+    "allowed_origins": list,
+    "allow_overrides": bool,
 }
 _SANDBOX_TYPES: dict[str, type] = {
     "wall_s": float,
@@ -277,6 +288,8 @@ _EXAMPLES = {
     "command": '"npx"',
     "args": '["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]',
     "env": '{ API_KEY = "${API_KEY}" }',
+    "allowed_hosts": '["box.lan"]',
+    "allowed_origins": '["http://localhost:3000"]',
 }
 
 
@@ -301,6 +314,15 @@ def _check_type(value: Any, expected: type, where: str) -> Any:
 
 # Names people give a key written into the file; it is refused with what to do instead.
 SECRET_KEYS = frozenset({"api_key", "key", "token", "secret", "password", "api_token"})
+
+
+def _strings(value: list[Any], where: str) -> tuple[str, ...]:
+    _require(
+        all(isinstance(v, str) and v.strip() for v in value),
+        where,
+        f"expected a list of non-empty strings, got {value!r}.",
+    )
+    return tuple(v.strip() for v in value)
 
 
 def _section(raw: Any, types: dict[str, type], where: str) -> dict[str, Any]:
@@ -513,7 +535,18 @@ def config_from_dict(raw: dict[str, Any], source: Path | None = None) -> Config:
         _validate_conductor(conductor, "conductor")
         cache = CacheSettings(**_section(raw.get("cache", {}), _CACHE_TYPES, "cache"))
         _require(cache.size_limit_mb >= 1, "cache.size_limit_mb", "must be at least 1.")
-        server = ServerSettings(**_section(raw.get("server", {}), _SERVER_TYPES, "server"))
+        server_fields = _section(raw.get("server", {}), _SERVER_TYPES, "server")
+        for key in ("allowed_hosts", "allowed_origins"):
+            if key in server_fields:
+                server_fields[key] = _strings(server_fields[key], f"server.{key}")
+        server = ServerSettings(**server_fields)
+        for origin in server.allowed_origins:
+            _require(
+                origin.startswith(("http://", "https://")) and "/" not in origin.split("//", 1)[1],
+                "server.allowed_origins",
+                f"{origin!r} is not an origin; give scheme://host[:port], e.g. "
+                '"http://localhost:3000".',
+            )
         _require(0 <= server.port <= 65535, "server.port", "must be 0 to 65535.")
         _require(
             server.max_concurrent_runs >= 1, "server.max_concurrent_runs", "must be at least 1."

@@ -97,17 +97,21 @@ class MemoryCgroup:
         counts = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
         return int(counts.get("oom_kill", "0")) > 0
 
+    def kill(self) -> None:
+        """Kill every process in it (one pass; what forks meanwhile is for remove())."""
+        try:
+            pids = [int(p) for p in self.procs.read_text().split()]
+        except OSError:
+            pids = []
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
     def remove(self) -> None:
         """Kill what is left in it, then remove it (best effort: it may take a moment to
         empty)."""
         for _ in range(50):
-            try:
-                pids = [int(p) for p in self.procs.read_text().split()]
-            except OSError:
-                pids = []
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            self.kill()
             try:
                 self.path.rmdir()
                 return

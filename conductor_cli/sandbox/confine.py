@@ -32,6 +32,7 @@ import sys
 _CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
+_PR_SET_PDEATHSIG = 1
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 _PR_CAPBSET_DROP = 24
 _PR_SET_SECUREBITS = 28
@@ -279,6 +280,10 @@ def drop_privileges(ids: tuple[int, int] | None) -> None:
         os.setgroups([])
         os.setresgid(ids[1], ids[1], ids[1])
         os.setresuid(ids[0], ids[0], ids[0])  # clears every capability (no KEEP_CAPS)
+        # The change of user also cleared the parent-death signal unshare --kill-child gave
+        # this process: without it, a program that leaves its process group outlives the run
+        # (the host kills the namespace's first process too, for the moment in between).
+        _prctl(_PR_SET_PDEATHSIG, 9)  # SIGKILL
     header = struct.pack("=Ii", _CAPABILITY_VERSION_3, 0)
     _check(_libc().capset(header, bytes(24)))  # nothing effective, permitted or inheritable
     if _capabilities():

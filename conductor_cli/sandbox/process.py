@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -322,9 +323,7 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
         script.write_text(
             _preamble(isolation, workdir, cgroup, sockets) + program, encoding="utf-8"
         )
-        if isolation.owner:
-            for path in (workdir, script):
-                os.chown(path, *isolation.owner)
+        _hand_over(workdir, script, isolation)
         env = {
             _MARK: token,
             "PATH": os.defpath,
@@ -353,10 +352,16 @@ def execute(isolation: Isolation, program: str, sockets: bool = True) -> Outcome
             timed_out = True
             returncode = None
         finally:
+            if isolation.namespace:
+                # Its pid 1 takes the whole PID namespace along, whatever session it made
+                # itself and whatever became of the parent-death signal unshare gave it.
+                _kill_children(proc.pid)
             _kill_group(proc.pid)
             proc.wait()
             if not isolation.namespace:
                 _kill_marked(token)
+            if cgroup:
+                cgroup.kill()
             reader.close()
         output = reader.tail()
         seconds = time.monotonic() - start
@@ -384,12 +389,21 @@ _TMP = "/tmp"
 
 class _Output:
     """Reads a program's output pipe in a thread, keeping its tail; past `cap` bytes in all,
-    calls `stop` (the program has printed more than a file of its may hold)."""
+    calls `stop` (the program has printed more than a file of its may hold).
+
+    Reads the descriptor itself, never through the file object's buffer: that buffer's lock
+    is held by a blocked read, and a process that escaped the kill can keep the pipe open
+    for ever; `close()` must return all the same."""
+
+    _POLL_S = 0.05
+    _DRAIN_S = 2.0  # after close(): how long what is still being written is read
 
     def __init__(self, pipe: IO[bytes], cap: int, stop: Callable[[], None]) -> None:
         self._pipe, self._cap, self._stop = pipe, cap, stop
+        self._fd = pipe.fileno()
         self._kept = bytearray()
         self.total = 0
+        self._closing: float | None = None  # the monotonic time close() was called
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -398,7 +412,21 @@ class _Output:
         return self.total > self._cap
 
     def _read(self) -> None:
-        while chunk := self._pipe.read1(65536):
+        while True:
+            closing = self._closing
+            if closing is not None and time.monotonic() - closing > self._DRAIN_S:
+                return
+            try:
+                readable, _, _ = select.select([self._fd], [], [], self._POLL_S)
+                chunk = os.read(self._fd, 65536) if readable else None
+            except OSError:
+                return
+            if chunk is None:
+                if closing is not None:  # nothing more now, and everything was killed
+                    return
+                continue
+            if not chunk:  # every writer closed the pipe
+                return
             self.total += len(chunk)
             self._kept += chunk
             del self._kept[: max(0, len(self._kept) - _OUTPUT_TAIL * 4)]
@@ -407,13 +435,49 @@ class _Output:
                 return
 
     def close(self) -> None:
-        """Wait for the end of the output (everything holding the pipe is dead by now)."""
-        self._thread.join(timeout=5)
-        self._pipe.close()
+        """Read what is left (everything holding the pipe was killed), then close it."""
+        self._closing = time.monotonic()
+        self._thread.join(timeout=self._DRAIN_S + 1)
+        if not self._thread.is_alive():
+            self._pipe.close()
 
     def tail(self) -> str:
         text = self._kept.decode("utf-8", errors="replace")
         return text[-_OUTPUT_TAIL:]
+
+
+def _hand_over(workdir: Path, script: Path, isolation: Isolation) -> None:
+    """What the program's user gets of the run's folder on the host: nothing it could
+    replace the program with (the preamble that confines it is in that file, and root may
+    start it). In its own mount namespace the program writes in a tmpfs of its own, so the
+    host folder stays root's, readable; without one, it writes in the host folder, made
+    sticky so that nobody but root may rename or delete root's program there."""
+    if not isolation.owner:
+        return  # it runs as this process's own user
+    script.chmod(0o644)
+    workdir.chmod(0o755 if isolation.namespace else 0o1777)
+
+
+def _kill_children(pid: int) -> None:
+    """Kill the children of `pid` (unshare's: the PID namespace's first process), each
+    through a pidfd taken while it is still `pid`'s child, so that no recycled pid is hit."""
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return
+    for child in map(int, listed):
+        try:
+            fd = os.pidfd_open(child)
+        except OSError:
+            continue
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # still its child
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            os.close(fd)
 
 
 def _kill_group(pgid: int) -> None:

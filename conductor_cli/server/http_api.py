@@ -34,6 +34,7 @@ from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.server.agent_runs import trained_names
 from conductor_cli.server.app import ServerApp
+from conductor_cli.server.guard import ALLOWED_METHODS, CORS_HEADERS, RequestPolicy, refusal
 from conductor_cli.server.openai_shapes import (
     BadRequest,
     error_body,
@@ -60,6 +61,7 @@ class _Listener:
 
     app: ServerApp
     key: str | None
+    bound: str | None  # the TCP address it listens on; None: the local socket
     # The standard library's backlog of 5 reset (TCP) or refused (the local socket) 25 to 56
     # of a burst of 64 clients before any could be answered, even with a 429; the kernel caps
     # this at net.core.somaxconn.
@@ -71,6 +73,20 @@ class _Listener:
             return True
         given = (header or "").removeprefix("Bearer ").strip()
         return hmac.compare_digest(given.encode(), self.key.encode())  # constant time
+
+    def policy(self) -> RequestPolicy:
+        """Read from the config each request: an edit the server reloads applies at once."""
+        settings = self.app.config.server
+        return RequestPolicy.for_listener(
+            self.bound, self.key is not None, settings.allowed_hosts, settings.allowed_origins
+        )
+
+    @property
+    def overrides_allowed(self) -> bool:
+        """Whether a run request may change the conductor or the pool (load a model, fetch
+        one the catalog has): the local socket's user is the server's own; on TCP only where
+        the operator said so ([server] allow_overrides)."""
+        return self.bound is None or self.app.config.server.allow_overrides
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up (a liveness probe, a Ctrl-C'd CLI) is normal; anything else
@@ -101,6 +117,7 @@ class ConductorServer(_Listener, ThreadingHTTPServer):
         self._own_app = app is None
         self.app = app or ServerApp(config or Config())
         self.key = key
+        self.bound = host
         self.routes = route_table()
         super().__init__((host, port), _Handler)
 
@@ -128,6 +145,7 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
     def __init__(self, path: Path, app: ServerApp) -> None:
         self.app = app
         self.key = None
+        self.bound = None
         self.routes = route_table()
         old = os.umask(0o177)  # born 0600: no moment where others could connect
         try:
@@ -237,6 +255,16 @@ class _Handler(BaseHTTPRequestHandler):
     def send_response(self, code: int, message: str | None = None) -> None:
         self._answered = True
         super().send_response(code, message)
+        origin = self._header("Origin")
+        if origin is not None and self.server.policy().origin_allowed(origin):
+            # A page the operator allowed ([server] allowed_origins) may read the answer.
+            self.send_header("Access-Control-Allow-Origin", origin)
+            self.send_header("Vary", "Origin")
+
+    def _header(self, name: str) -> str | None:
+        """A request header; None before the headers are read (a malformed request line)."""
+        headers = getattr(self, "headers", None)
+        return None if headers is None else headers.get(name)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's own refusals (a malformed request line, an unknown method,
@@ -296,7 +324,8 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":  # an answer to HEAD has no body
+            self.wfile.write(data)
 
     def error(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
         self.send_json(status, error_body(message, kind))
@@ -352,8 +381,20 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- routes ---------------------------------------------------------------------------
 
-    def _allowed(self) -> bool:
+    def _admitted(self) -> bool:
+        """Whether this request is served at all: a page's request (a foreign Host or Origin,
+        a POST that is not JSON) is refused before anything else (server/guard.py)."""
         self.app.touch()
+        headers = {h: self._header(h) for h in ("host", "origin", "content-type")}
+        refused = refusal(self.server.policy(), self.command, headers)
+        if refused is None:
+            return True
+        self.error(refused.status, refused.message, "permission_error")
+        return False
+
+    def _allowed(self) -> bool:
+        if not self._admitted():
+            return False
         # Anthropic's clients send the key as x-api-key (Claude Code: ANTHROPIC_API_KEY).
         key = self.headers.get("x-api-key")
         given = self.headers.get("Authorization") or (f"Bearer {key}" if key else None)
@@ -372,8 +413,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._answer(self._dispatch)
 
     def do_HEAD(self) -> None:
-        """A client's reachability probe (Claude Code sends HEAD /): the headers alone."""
-        self.app.touch()
+        """A client's reachability probe (Claude Code sends HEAD /): the headers alone, to
+        whoever may send any other request."""
+        self._answer(self._head)
+
+    def _head(self) -> None:
+        if not self._allowed():
+            return
         self.send_response(HTTPStatus.OK)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -381,20 +427,50 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._answer(self._dispatch)
 
+    def do_OPTIONS(self) -> None:
+        self._answer(self._options)
+
+    def _options(self) -> None:
+        """A browser's preflight: allowed only for a page of [server] allowed_origins (a
+        foreign Origin was refused by _admitted); without an Origin, the methods served."""
+        if not self._admitted():
+            return
+        self.send_response(HTTPStatus.NO_CONTENT)
+        self.send_header("Allow", ALLOWED_METHODS)
+        if self._header("Origin") is not None:
+            self.send_header("Access-Control-Allow-Methods", ALLOWED_METHODS)
+            self.send_header("Access-Control-Allow-Headers", CORS_HEADERS)
+            self.send_header("Access-Control-Max-Age", "600")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def _dispatch(self) -> None:
         if not self._allowed():
             return
-        route = self.server.routes.get((self.command, self._route()))
-        if route is None:
-            self.error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
+        path = self._route()
+        route = self.server.routes.get((self.command, path))
+        if route is not None:
+            route.answer(self)
             return
-        route.answer(self)
+        methods = sorted(m for m, p in self.server.routes if p == path)
+        if methods:  # a known path asked with another method
+            self.send_json(
+                HTTPStatus.METHOD_NOT_ALLOWED,
+                error_body(f"{self.command} {path}: use {' or '.join(methods)}"),
+                {"Allow": ", ".join(methods)},
+            )
+            return
+        self.error(HTTPStatus.NOT_FOUND, f"no route {self.path}", "not_found_error")
 
     # --- what a route may use (server/routes.Exchange) ---------------------------------------
 
     @property
     def body_read(self) -> bool:
         return self._body_read
+
+    @property
+    def overrides_allowed(self) -> bool:
+        return self.server.overrides_allowed
 
     def start_stream(self, content_type: str = SSE) -> None:
         self.send_response(HTTPStatus.OK)
@@ -436,6 +512,15 @@ def _cli_run(ex: Exchange) -> None:
         return
     except ValueError as e:
         ex.error(HTTPStatus.BAD_REQUEST, str(e))
+        return
+    changes = request.overrides.changes_pool()
+    if changes and not ex.overrides_allowed:
+        ex.error(
+            HTTPStatus.FORBIDDEN,
+            f"'overrides.{changes}' changes what this server runs, which requests may not do "
+            "here; the server's operator allows it with [server] allow_overrides = true",
+            "permission_error",
+        )
         return
     if not ex.take_slot():
         return

@@ -36,6 +36,12 @@ class Exchange(Protocol):
         """Whether the body was read: a refusal of an unread body ends the connection."""
         ...
 
+    @property
+    def overrides_allowed(self) -> bool:
+        """Whether a run request may change the conductor or the pool ([server]
+        allow_overrides; always on the local socket)."""
+        ...
+
     def read_json(self) -> Any:
         """The body as JSON; raises BadRequest for what is not (too big, chunked, not JSON)."""
         ...

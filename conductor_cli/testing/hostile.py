@@ -484,7 +484,69 @@ attempt("perf_event_open", lambda: check(libc.syscall({_PERF_EVENT_OPEN}, attr, 
     ]
 
 
-STEPS = (_datagrams, _ipc, _metadata, _stdout_disk, _memory, _inotify, _surface)
+# Issue 67: a program that leaves its session at once (pid 1 of its namespace calls setsid)
+# and sleeps; the run's parent-death signal was lost when root dropped to `nobody`.
+_OUTLIVER = """
+import os, time
+print("run", os.environ["CONDUCTOR_SANDBOX_RUN"], flush=True)
+os.setsid()
+if os.fork() == 0:
+    os.setsid()
+time.sleep(600)
+"""
+_OUTLIVER_WALL_S = 2.0
+_RETURN_GRACE_S = 20.0  # far beyond the kill and the output's drain
+
+
+def _survivors(mark: str) -> list[int]:
+    """Live processes (zombies excluded) whose environment carries this run's mark."""
+    wanted = f"CONDUCTOR_SANDBOX_RUN={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in environ.split(b"\0") and "State:\tZ" not in status:
+            found.append(int(entry.name))
+    return found
+
+
+def _outliving(sandbox: Sandbox) -> list[Attempt]:
+    """7 (issue 67): outlive the wall clock from a session of its own, with the run's memory
+    cgroup and without one (then the PID namespace's kill is all there is). Seen from
+    outside: whether the call came back, and whether a process with the run's mark lives."""
+    from conductor_cli.sandbox.process import execute
+
+    limits = dataclasses.replace(sandbox.limits, wall_s=_OUTLIVER_WALL_S)
+    isolation = dataclasses.replace(sandbox.isolation, limits=limits)
+    tried = [("setsid sleeper", isolation)]
+    if isolation.memory and isolation.namespace:
+        tried.append(("setsid sleeper, no cgroup", dataclasses.replace(isolation, memory="")))
+    found = []
+    for name, how in tried:
+        said: list[str] = []
+        call = threading.Thread(
+            target=lambda how=how, said=said: said.append(execute(how, _OUTLIVER).output),
+            daemon=True,
+        )
+        call.start()
+        call.join(_OUTLIVER_WALL_S + _RETURN_GRACE_S)
+        returned = not call.is_alive()
+        mark = said[0].split("run ", 1)[1].split()[0] if said and "run " in said[0] else ""
+        left = _survivors(mark) if mark else []
+        for pid in left:  # the test's own clean-up, whatever it found
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+        seen = f"returned: {returned}, left: {len(left)}"
+        found.append(Attempt(7, name, not returned or bool(left) or not mark, seen))
+    return found
+
+
+STEPS = (_datagrams, _ipc, _metadata, _stdout_disk, _memory, _inotify, _surface, _outliving)
 
 
 def attempts(sandbox: Sandbox) -> list[Attempt]:
