@@ -21,9 +21,11 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -492,7 +494,7 @@ print("run", os.environ["CONDUCTOR_SANDBOX_RUN"], flush=True)
 os.setsid()
 if os.fork() == 0:
     os.setsid()
-time.sleep(600)
+time.sleep(90)  # far past the run's wall clock and the wait for its call; ends by itself
 """
 _OUTLIVER_WALL_S = 2.0
 _RETURN_GRACE_S = 20.0  # far beyond the kill and the output's drain
@@ -548,6 +550,88 @@ def _outliving(sandbox: Sandbox) -> list[Attempt]:
 
 STEPS = (_datagrams, _ipc, _metadata, _stdout_disk, _memory, _inotify, _surface, _outliving)
 
+# Issue 67: for a run as root, a `nobody` process of the host swaps the program between its
+# writing and its start (the preamble that confines it is inside that file). Tries every
+# run folder made while it watches, until the run is gone.
+_SWAPPER = """
+import os, sys
+evil, stop = sys.argv[1], sys.argv[2]
+tried = set(os.listdir("/tmp"))  # only the runs made while it watches
+swapped = 0
+while not os.path.exists(stop):
+    for name in os.listdir("/tmp"):
+        if not name.startswith("conductor-sandbox-") or name in tried:
+            continue
+        folder = "/tmp/" + name
+        while os.path.isdir(folder) and not os.path.exists(stop):
+            try:
+                spare = folder + "/.swap"
+                with open(spare, "w") as f:
+                    f.write(evil)
+                os.replace(spare, folder + "/program.py")
+                swapped += 1
+                break
+            except OSError:
+                pass
+        tried.add(name)
+print(swapped)
+"""
+SWAP_RUNS = 20
+
+
+def _runs_python(python: str, ids: tuple[int, int]) -> bool:
+    try:
+        ran = subprocess.run(
+            [python, "-I", "-c", "pass"],
+            user=ids[0],
+            group=ids[1],
+            extra_groups=[],
+            cwd="/",
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return ran.returncode == 0
+
+
+def swapped_program(sandbox: Sandbox, runs: int = SWAP_RUNS) -> list[Attempt]:
+    """8 (issue 67): a watcher running as `nobody` replaces each run's program; seen from
+    outside: a file only root may write, left by a swapped program that ran as root, and
+    how many swaps landed. Empty where this process is not root (the program then runs as
+    this user from the start) or no interpreter `nobody` may run is found."""
+    from conductor_cli.sandbox.isolation import nobody
+
+    if os.geteuid() != 0:
+        return []
+    ids = nobody()
+    pythons = ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable)
+    python = next((p for p in pythons if os.path.exists(p) and _runs_python(p, ids)), None)
+    if python is None:
+        return []
+    with _folder(0o755) as proof:  # root's: only root may write in it
+        stop = proof / "stop"
+        evil = f"import os\nopen({str(proof)!r} + '/root-' + str(os.getuid()), 'w').close()\n"
+        watcher = subprocess.Popen(
+            [python, "-I", "-c", _SWAPPER, evil, str(stop)],
+            user=ids[0],
+            group=ids[1],
+            extra_groups=[],
+            cwd="/",
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            time.sleep(0.5)  # the watcher is looking
+            outcomes = [sandbox.run("print('mine')\n") for _ in range(runs)]
+        finally:
+            stop.touch()
+            swapped, _ = watcher.communicate(timeout=60)
+        won = [p.name for p in proof.iterdir() if p.name.startswith("root-")]
+    kept = sum(o.passed and o.output.strip() == "mine" for o in outcomes)
+    seen = f"{len(won)} run(s) as root, {swapped.strip()} swap(s), {kept} of {runs} ran as written"
+    return [Attempt(8, "swap a root run's program as nobody", bool(won) or kept < runs, seen)]
+
 
 def attempts(sandbox: Sandbox) -> list[Attempt]:
     return [found for step in STEPS for found in step(sandbox)]
@@ -558,7 +642,7 @@ def main() -> None:
     parser.add_argument("--limits", default="{}", help="Limits' fields as JSON")
     args = parser.parse_args()
     sandbox = Sandbox(Limits(**json.loads(args.limits)))
-    found = attempts(sandbox)
+    found = attempts(sandbox) + swapped_program(sandbox)
     json.dump(
         {
             "user": os.getuid(),
