@@ -67,17 +67,22 @@ def main() -> None:
     if args.user:
         columns[f"{args.user}, before"] = column(args.before, args.python, args.user)
         columns[f"{args.user}, after"] = column(HERE, args.python, args.user)
-    names = [a["name"] for a in next(iter(columns.values()))["attempts"]]
+    # Every attempt any column made, in the first order seen (a root-only attempt, such as
+    # swapping a root run's program as `nobody`, is "-" in a user's columns).
+    found = {a["name"]: a for report in columns.values() for a in report["attempts"]}
     print("| # | attempt | " + " | ".join(columns) + " |")
     print("| --- | --- |" + " --- |" * len(columns))
-    for i, name in enumerate(names):
+    for name, first in found.items():
         cells = []
         for report in columns.values():
-            attempt = report["attempts"][i]
-            seen = f" ({attempt['seen']})" if attempt["seen"] and "memory" in name else ""
+            attempt = next((a for a in report["attempts"] if a["name"] == name), None)
+            if attempt is None:
+                cells.append("-")
+                continue
+            shown = attempt["seen"] and ("memory" in name or attempt["group"] in (7, 8))
+            seen = f" ({attempt['seen']})" if shown else ""
             cells.append(("**out**" if attempt["escaped"] else "held") + seen)
-        group = next(iter(columns.values()))["attempts"][i]["group"] or "-"
-        print(f"| {group} | {name} | " + " | ".join(cells) + " |")
+        print(f"| {first['group'] or '-'} | {name} | " + " | ".join(cells) + " |")
     for title, report in columns.items():
         print(f"\n{title}: {report['isolation']}")
 
