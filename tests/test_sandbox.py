@@ -642,22 +642,6 @@ def test_a_hostile_program_gets_nothing_out(
     assert not [a for a in found if a.escaped], found
 
 
-def _runs_python(python: str, user: tuple[int, int]) -> bool:
-    try:
-        ran = subprocess.run(
-            [python, "-I", "-c", "import ctypes, json"],
-            user=user[0],
-            group=user[1],
-            extra_groups=[],
-            cwd="/",
-            capture_output=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return ran.returncode == 0
-
-
 @pytest.fixture(scope="module")
 def ordinary_user() -> Iterator[tuple[int, int, str]]:
     """A user made for the test (uid, gid, home), removed after; skipped where this process
@@ -685,7 +669,7 @@ def test_as_an_ordinary_user_a_hostile_program_gets_nothing_out(
     uid, gid, home = ordinary_user
     # An interpreter this user may run (a pyenv under /root is not one), and this checkout.
     pythons = [sys.executable, "/usr/bin/python3", shutil.which("python3") or ""]
-    python = next((p for p in pythons if p and _runs_python(p, (uid, gid))), None)
+    python = next((p for p in pythons if p and hostile.runs_python(p, (uid, gid))), None)
     if python is None:
         pytest.skip("no Python interpreter this test's user may run")
     # A venv of copies that the user owns, as pyenv, uv and conda make them: its interpreter

@@ -579,10 +579,11 @@ print(swapped)
 SWAP_RUNS = 20
 
 
-def _runs_python(python: str, ids: tuple[int, int]) -> bool:
+def runs_python(python: str, ids: tuple[int, int]) -> bool:
+    """Whether user `ids` may run `python` with what the hostile programs import."""
     try:
         ran = subprocess.run(
-            [python, "-I", "-c", "pass"],
+            [python, "-I", "-c", "import ctypes, json"],
             user=ids[0],
             group=ids[1],
             extra_groups=[],
@@ -606,7 +607,7 @@ def swapped_program(sandbox: Sandbox, runs: int = SWAP_RUNS) -> list[Attempt]:
         return []
     ids = nobody()
     pythons = ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable)
-    python = next((p for p in pythons if os.path.exists(p) and _runs_python(p, ids)), None)
+    python = next((p for p in pythons if os.path.exists(p) and runs_python(p, ids)), None)
     if python is None:
         return []
     with _folder(0o755) as proof:  # root's: only root may write in it
