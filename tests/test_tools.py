@@ -256,10 +256,19 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     outputs = {0: written, 1: "12"}
     runs = frozenset({0})
     check = step_messages("How long?", (), workflow, 2, outputs, local, programs=runs)
-    assert (
-        check[1]["content"] == "Here:\n```python\nprint(len('hello, world'))\n```\nIt will output:"
-    )
+    assert check[1]["content"] == "Here:\n```python\nprint(len('hello, world'))\n```"
     assert check[3]["content"] == "12"
+    # A guess in prose goes too (the README's strawberry question: the run printed 3, the
+    # check answered the writer's "it will output `2`"); the rest of the prose stays.
+    prose = (
+        "Count it in a loop:\n```python\nprint('strawberry'.count('r'))\n```\n"
+        "When you run this program, it will output `2`, because there are two 'r's. "
+        "Strawberries are red."
+    )
+    guessed = step_messages("How many?", (), workflow, 2, {0: prose, 1: "3"}, local, programs=runs)
+    assert guessed[1]["content"] == (
+        "Count it in a loop:\n```python\nprint('strawberry'.count('r'))\n```\nStrawberries are red."
+    )
     whole = step_messages("How long?", (), workflow, 2, outputs, local)
     assert whole[1]["content"] == written.strip()  # a step no tool ran is shown whole
     # With no Python block but an empty one, the tool ran the bare block: it stays.

@@ -31,10 +31,38 @@ def python_blocks(reply: str) -> list[str]:
     return tagged or [body for tag, body in blocks if not tag]
 
 
+# A sentence in which the writer says what its program prints: "When you run this program,
+# it will output `2`", "The output will be: 28800", "This prints 5." A guess, and the run
+# that a step also sees says what it really printed (the README's strawberry question: the
+# run printed 3, the check answered the writer's 2).
+_GUESS = re.compile(
+    r"\b(will|would|should|is going to|then)\s+(output|print|return|display|show|produce)s?\b"
+    r"|\b(output|result)\s+(is|will be|would be|should be)\b"
+    r"|\b(outputs?|prints?|returns?)\s*[:`]"
+    r"|\bthis (program|code|script)\s+(outputs|prints|returns)\b",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"((?<=[.!?])[ \t]+|\n)")
+
+
+def _without_guesses(prose: str) -> str:
+    """`prose` less its sentences (or lines) that say what the program prints."""
+    pieces = _SENTENCE_END.split(prose)  # sentence, separator, sentence, ...
+    pairs = zip(pieces[::2], [*pieces[1::2], ""], strict=True)
+    return "".join(text + end for text, end in pairs if not _GUESS.search(text))
+
+
 def only_python_blocks(reply: str) -> str:
-    """The reply with every block not tagged Python taken out, prose kept: what a coder model
-    says its program prints (a bare block after it) is a guess, and wrong as often as not."""
+    """The reply with every block not tagged Python taken out, and every sentence of prose
+    that says what the program prints: a guess (a bare block after it, "it will output `2`"),
+    wrong as often as not. The rest of the prose stays (a question of fact answered there,
+    beside a program that prints nothing of use)."""
     if not any(tag in PYTHON_TAGS and body.strip() for tag, body in code_blocks(reply)):
         return reply  # python_blocks then runs a bare block: it is the program, not a guess
-    kept = _FENCE.sub(lambda m: m.group(0) if m.group(1).lower() in PYTHON_TAGS else "", reply)
-    return re.sub(r"\n{3,}", "\n\n", kept).strip()
+    parts, last = [], 0
+    for m in _FENCE.finditer(reply):
+        parts.append(_without_guesses(reply[last : m.start()]))
+        parts.append(m.group(0) if m.group(1).lower() in PYTHON_TAGS else "")
+        last = m.end()
+    parts.append(_without_guesses(reply[last:]))
+    return re.sub(r"\n{3,}", "\n\n", "".join(parts)).strip()
