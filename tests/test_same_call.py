@@ -1,7 +1,9 @@
 """Same call, same answer (issue 68): a one-step workflow asks a member exactly what the
 member alone is asked (eval's `single:`), and the answer does not depend on what the model
-answered before, in this process or another, so that a paired comparison of the team with
-its member measures decisions, not sampling. Real SmolLM2 in llama.cpp, cache off."""
+read before, in this process or another, so that a paired comparison of the team with its
+member measures decisions, not sampling. The embedded team's real coder in llama.cpp, cache
+off: before each call read its prompt whole, the very same request asked twice in a row
+gave two answers (the context's prefix was reused and only the rest read, in other batches)."""
 
 from __future__ import annotations
 
@@ -9,28 +11,42 @@ import json
 from pathlib import Path
 
 from conductor_cli.api import RunOptions, run_workflow
-from conductor_cli.config.settings import load_config
+from conductor_cli.config.settings import CODER_MODEL, load_config
 from conductor_cli.evals.strategies import single_workflow
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
 from conductor_cli.storage.cache import CacheMode
 
-QUESTION = "Name a famous Italian painter."
+# BIG-bench navigate, where the conductor's one step and `single:coder` disagreed.
+QUESTION = (
+    "If you follow these instructions, do you return to the starting point? Turn left. Take "
+    "7 steps. Take 8 steps. Turn right. Take 8 steps. Options: (A) True (B) False"
+)
 OTHER = "Write one sentence about the sea."
+CONFIG = f"""
+[conductor]
+max_steps = 2
+
+[[workers]]
+name = "coder"
+model = "gguf:{CODER_MODEL}"
+description = "a small coding model"
+max_tokens = 80
+"""
 
 
 def test_a_one_step_workflow_answers_as_the_member_alone_whatever_came_before(
-    fast_config: Path,
+    tmp_path: Path, coder_pulled: Path
 ) -> None:
-    config = load_config(fast_config)
-    names = [w.name for w in config.workers]
+    path = tmp_path / "coder.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    config = load_config(path)
     written = parse_workflow(
-        json.dumps({"steps": [{"worker": "local", "task": "Answer the question.", "sees": []}]}),
-        names,
+        json.dumps({"steps": [{"worker": "coder", "task": "Answer the question.", "sees": []}]}),
+        [w.name for w in config.workers],
         5,
     )
-    alone = single_workflow("local")  # what eval's `single:local` runs
-    assert written == alone
+    assert written == single_workflow("coder")  # what eval's `single:coder` runs
     off = RunOptions(CacheMode.OFF)
 
     def ask(runtime: Runtime, question: str) -> str:
@@ -38,8 +54,10 @@ def test_a_one_step_workflow_answers_as_the_member_alone_whatever_came_before(
 
     with Runtime(config) as runtime:
         first = ask(runtime, QUESTION)
-        ask(runtime, OTHER)  # the model's state now holds another conversation
-        again = ask(runtime, QUESTION)
+        twice = ask(runtime, QUESTION)  # the context still holds this very prompt
+        ask(runtime, OTHER)
+        later = ask(runtime, QUESTION)
     with Runtime(config) as fresh:
         elsewhere = ask(fresh, QUESTION)
-    assert first and first == again == elsewhere
+    assert len(first) > 100
+    assert first == twice == later == elsewhere

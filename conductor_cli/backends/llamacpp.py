@@ -270,6 +270,7 @@ class LlamaCppBackend:
         with loaded.lock:
             if loaded.closed:
                 raise WorkerError(CLOSED)
+            fresh_context(loaded.llama)
             try:
                 out = loaded.llama.create_chat_completion(
                     messages=template_messages(request.messages),
@@ -306,6 +307,8 @@ class LlamaCppBackend:
             prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
             if warm and store is not None and prompt is not None:
                 _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
+            else:
+                fresh_context(loaded.llama)
             if constrained and prompt is not None:
                 return self._constrained(loaded, prompt, request)
             if request.grammar is not None:
@@ -366,6 +369,17 @@ class LlamaCppBackend:
             tokens_out=len(out.tokens),
             finish_reason=out.finish_reason,
         )
+
+
+def fresh_context(llama: Any) -> None:
+    """Forget what the context holds, so that the prompt is read whole, in the same batches
+    every time. Same call, same answer: llama-cpp-python reuses the prefix the context already
+    holds and reads only the rest, and logits computed in other batches differ in the last
+    bits; at temperature 0.2 that changed the coder's answer to the very same request asked
+    twice in a row (issue 68: the conductor's one-step workflow and `single:coder` disagreed on
+    BIG-bench navigate with one prompt). A worker's prompt shares little with the one before,
+    so little is read again; the planning prompt keeps its saved prefix (_warm_prefix)."""
+    llama.reset()
 
 
 def prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:
