@@ -176,19 +176,7 @@ def _alive(pid: int) -> bool:
 def _sleepers(output: str) -> list[int]:
     """Live processes of the run whose output this is (it printed its run's mark), zombies
     excluded. Other tests' programs may run beside it."""
-    mark = f"CONDUCTOR_SANDBOX_RUN={output.split('run ')[1].split()[0]}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if mark in environ.split(b"\0") and "State:\tZ" not in status:
-            found.append(int(entry.name))
-    return found
+    return hostile.survivors(output.split("run ")[1].split()[0])
 
 
 def test_the_program_runs_in_a_fresh_temp_dir_that_is_removed(sandbox: Sandbox) -> None:

@@ -32,7 +32,7 @@ def python_blocks(reply: str) -> list[str]:
 
 
 # A sentence in which the writer says what its program prints: "When you run this program,
-# it will output `2`", "The output will be: 28800", "This prints 5." A guess, and the run
+# it will output `2`", "The output will be: 28800", "This program prints 5." A guess, and the run
 # that a step also sees says what it really printed (the README's strawberry question: the
 # run printed 3, the check answered the writer's 2).
 _GUESS = re.compile(

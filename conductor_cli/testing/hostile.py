@@ -500,7 +500,7 @@ _OUTLIVER_WALL_S = 2.0
 _RETURN_GRACE_S = 20.0  # far beyond the kill and the output's drain
 
 
-def _survivors(mark: str) -> list[int]:
+def survivors(mark: str) -> list[int]:
     """Live processes (zombies excluded) whose environment carries this run's mark."""
     wanted = f"CONDUCTOR_SANDBOX_RUN={mark}".encode()
     found = []
@@ -539,7 +539,7 @@ def _outliving(sandbox: Sandbox) -> list[Attempt]:
         call.join(_OUTLIVER_WALL_S + _RETURN_GRACE_S)
         returned = not call.is_alive()
         mark = said[0].split("run ", 1)[1].split()[0] if said and "run " in said[0] else ""
-        left = _survivors(mark) if mark else []
+        left = survivors(mark) if mark else []
         for pid in left:  # the test's own clean-up, whatever it found
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
