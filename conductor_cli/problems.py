@@ -30,3 +30,13 @@ class Problem:
     test: str = ""  # code: the HumanEval test, which defines check(candidate)
     entry_point: str = ""  # code: the function's name
     aliases: tuple[str, ...] = ()  # qa "alias": every answer that counts (NQ, TriviaQA)
+
+
+def bare_question(text: str) -> str:
+    """`text` without the instruction a public set's or a user's file's loader wrapped it in
+    (the code preamble, the multiple-choice and "Answer:" lines): what is asked, as a
+    representation that must not key on a set's format line reads it."""
+    bare = text.strip().removeprefix(CODE_INSTRUCTION.strip())
+    for suffix in (MCQ_INSTRUCTION, QA_INSTRUCTION):
+        bare = bare.strip().removesuffix(suffix)
+    return bare.strip() or text

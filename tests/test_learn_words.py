@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli.policy.registry import conductors_dir
 from conductor_cli.policy.words import WORDS
 from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
 
@@ -65,6 +66,11 @@ def test_the_words_a_kind_needs_are_learned_and_planned(
     assert asked.returncode == 0, asked.stderr
     steps = json.loads(asked.stdout)["workflow"]["steps"]
     assert [(s["worker"], s["task"]) for s in steps] == [("w1", WORDS["answer_steps"])]
+
+    # Two kinds: a withheld one would be weighed against the other alone, which says nothing
+    # of a question unlike both, so no familiarity is kept.
+    assert "withholding one needs 3" in record["familiar"]["none"]
+    assert not (conductors_dir() / "worded" / "familiar.npz").exists()
 
 
 def test_learned_words_need_the_shape_head(simulation: SimulatedPool, tmp_path: Path) -> None:

@@ -91,11 +91,11 @@ def test_a_shape_chooser_writes_the_grammar_instead_of_the_pool() -> None:
         def __init__(self) -> None:
             self.seen: list[tuple[dict[str, str], ...]] = []
 
-        def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
+        def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
             self.seen.append(messages)
             return 'root ::= "chosen"'
 
-        def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+        def fixed_reply(self, messages: tuple[dict[str, str], ...], question: str) -> str | None:
             return self.fixed
 
         def close(self) -> None:

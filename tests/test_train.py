@@ -139,6 +139,10 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     assert record["worker_calls"] <= record["estimate"]["max_calls"]
     head = Head.load(conductors_dir() / "sim" / "head.json")
     assert np.abs(head.weights).sum() > 0
+    # Its questions have no category: one kind, nothing to withhold, so no familiarity (a
+    # question unlike training still gets the head's choice).
+    assert "1 kind(s)" in record["familiar"]["none"]
+    assert not (conductors_dir() / "sim" / "familiar.npz").exists()
     assert not (conductors_dir() / ".sim.training").exists()
 
     # The trained conductor is a model name like any other.

@@ -115,5 +115,13 @@ class HiddenStates:
         it = iter(means)
         return [next(it) if tokens else np.zeros(self.size) for tokens in sequences]
 
+    def unit_means(self, texts: Sequence[str], limit: int) -> np.ndarray:
+        """One L2-normalized mean state per text (rows, float64), each text cut to its first
+        `limit` tokens: a question's embedding (knn-router, a head's familiarity)."""
+        rows = self.means([self.tokens(t)[:limit] for t in texts])
+        x = np.stack(rows) if rows else np.zeros((0, self.size))
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        return x / np.where(norms > 0, norms, 1.0)
+
     def close(self) -> None:
         self._llama.close()

@@ -39,9 +39,9 @@ import numpy as np
 
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import ModelError
-from conductor_cli.evals.datasets import CODE_INSTRUCTION, MCQ_INSTRUCTION, QA_INSTRUCTION
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.strategies import KNN, KNN_VOTE, Derivation, fold_of, voters
+from conductor_cli.problems import bare_question
 
 MAX_CLUSTERS = 64
 RESTARTS = 4
@@ -71,10 +71,7 @@ def question_text(problem: Problem) -> str:
     """The question alone, without the instructions the dataset loader wrapped it in."""
     if problem.kind == "code" and problem.prompt:
         return problem.prompt
-    text = problem.question.removeprefix(CODE_INSTRUCTION)
-    for suffix in (MCQ_INSTRUCTION, QA_INSTRUCTION):
-        text = text.removesuffix(suffix)
-    return text.strip() or problem.question
+    return bare_question(problem.question)
 
 
 def embed(model: Path, texts: Sequence[str], *, n_threads: int = 0) -> np.ndarray:
@@ -84,14 +81,11 @@ def embed(model: Path, texts: Sequence[str], *, n_threads: int = 0) -> np.ndarra
 
     states = HiddenStates(model, n_ctx=EMBED_TOKENS, n_batch=EMBED_TOKENS, n_threads=n_threads)
     try:
-        rows = states.means([states.tokens(t)[:EMBED_TOKENS] for t in texts])
+        return states.unit_means(texts, EMBED_TOKENS)
     except (RuntimeError, ValueError) as e:
         raise ModelError(f"llama.cpp could not embed the questions with {model} ({e})") from None
     finally:
         states.close()
-    x = np.stack(rows) if rows else np.zeros((0, 1))
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.where(norms > 0, norms, 1.0)
 
 
 def embed_problems(config: Config, problems: Sequence[Problem]) -> np.ndarray:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conductor_cli.config.settings import ConductorSettings, WorkerConfig
 from conductor_cli.errors import WorkflowError
+from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
 from conductor_cli.policy.features import PromptFeatures
 from conductor_cli.policy.head import Head, read_head
 from conductor_cli.policy.registry import TrainedConductor
@@ -39,8 +40,11 @@ class HeadChooser:
         tasks: str = "written",
         round_head: Head | None = None,
         notes: tuple[str, ...] = (),
+        familiar: tuple[Familiar, QuestionEmbedder] | None = None,
     ) -> None:
         self.head = head
+        # A question unlike the training questions goes to the member that earned most alone.
+        self.familiar = familiar
         # Said with every answer it plans (`ask`, `serve`, `eval`): workers it never measured.
         self.notes = notes
         self.features = features
@@ -83,18 +87,34 @@ class HeadChooser:
             base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
         )
         note = trained.unmeasured_note(pool)
-        return cls(head, features, tasks, round_head, (note,) if note else ())
+        familiar = None
+        if trained.familiar_path is not None:
+            familiar = (
+                Familiar.load(trained.familiar_path),
+                QuestionEmbedder(base, n_threads=settings.n_threads),
+            )
+        return cls(head, features, tasks, round_head, (note,) if note else (), familiar)
 
-    def choose(self, messages: tuple[dict[str, str], ...]) -> Shape:
+    def knows(self, question: str) -> bool:
+        """Whether `question` is like the training questions (True without a familiarity)."""
+        if self.familiar is None:
+            return True
+        familiar, embed = self.familiar
+        return familiar.knows(embed(question))
+
+    def choose(self, messages: tuple[dict[str, str], ...], question: str) -> Shape:
+        if not self.knows(question):
+            assert self.familiar is not None
+            return self.familiar[0].fallback
         return self.head.choose(self.features(messages))
 
-    def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
-        return self._grammar(self.choose(messages))
+    def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
+        return self._grammar(self.choose(messages, question))
 
-    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+    def fixed_reply(self, messages: tuple[dict[str, str], ...], question: str) -> str | None:
         if self.tasks != "fixed":
             return None
-        return self.choose(messages).workflow().to_json()
+        return self.choose(messages, question).workflow().to_json()
 
     def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
         if self.round_head is None:
@@ -107,3 +127,5 @@ class HeadChooser:
 
     def close(self) -> None:
         self.features.close()
+        if self.familiar is not None:
+            self.familiar[1].close()

@@ -27,6 +27,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 RECORD = "record.json"
 HEAD = "head.json"
 ROUND_HEAD = "round_head.json"  # `train --rounds N`: keep or correct, from the re-planning prompt
+FAMILIAR = "familiar.npz"  # what its training questions were like (policy/familiar.py)
 ADAPTER = "adapter.gguf"  # the LoRA methods: what llama.cpp applies to the base GGUF
 
 
@@ -103,6 +104,12 @@ class TrainedConductor:
         return path if path.is_file() else None
 
     @property
+    def familiar_path(self) -> Path | None:
+        """What its training questions were like, for a head trained with their kinds."""
+        path = self.directory / FAMILIAR
+        return path if path.is_file() else None
+
+    @property
     def rounds(self) -> int:
         """The rounds it was trained for (1 unless trained with --rounds)."""
         return int(self.record.get("hyperparameters", {}).get("rounds", 1))
@@ -121,7 +128,7 @@ class TrainedConductor:
     def identity(self) -> str:
         """sha256 of its record and its trained part: changes when it is trained again."""
         digest = hashlib.sha256()
-        parts = (RECORD, HEAD, ROUND_HEAD, ADAPTER)
+        parts = (RECORD, HEAD, ROUND_HEAD, FAMILIAR, ADAPTER)
         for part in (self.directory / p for p in parts):
             if part.is_file():
                 digest.update(part.name.encode() + b"\0" + part.read_bytes())

@@ -209,9 +209,11 @@ class ShapeChooser(Protocol):
     # Lines said with every answer it plans: what its training never measured of this pool.
     notes: tuple[str, ...]
 
-    def grammar(self, messages: tuple[dict[str, str], ...]) -> str: ...
+    def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
+        """The grammar of the shape it chooses from the planning prompt and the question."""
+        ...
 
-    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+    def fixed_reply(self, messages: tuple[dict[str, str], ...], question: str) -> str | None:
         """The whole workflow when the trained part fixes the tasks too (`--tasks fixed`): the
         conductor has nothing to write, so nothing is generated; None when it writes tasks."""
         ...
@@ -251,7 +253,7 @@ class Conductor:
         chooser = self.chooser
         if chooser is not None:
             start = time.monotonic()
-            reply = chooser.fixed_reply(messages)
+            reply = chooser.fixed_reply(messages, question)
             if reply is not None:
                 try:
                     workflow = parse_workflow(reply, [w.name for w in pool], max_steps)
@@ -263,7 +265,7 @@ class Conductor:
         if self.backend.supports_grammar:
             names = [w.name for w in pool]
             grammar = (
-                chooser.grammar(messages)
+                chooser.grammar(messages, question)
                 if chooser is not None
                 else gbnf_grammar(names, max_steps, verbs=task_verbs(pool))
             )

@@ -136,6 +136,43 @@ def fit_head(
     return HeadFit(weights, chosen, held_out, away, folds, per_kind)
 
 
+def withheld_picks(
+    inputs: np.ndarray,
+    rewards: np.ndarray,
+    kinds: Sequence[str],
+    chosen: str,
+    *,
+    seed: int,
+    generations: int = GENERATIONS,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each question's pick by the fit `chosen` (HeadFit.chosen) trained without it: without its
+    whole kind (as if the kind were new), and without its fold only (its kind trained, as
+    fit_head's cross-validation sees it); what train/familiar_fit.py weighs a threshold by."""
+    labels = np.asarray(list(kinds))
+    if chosen == EVOLUTION:
+
+        def fit(rows: np.ndarray) -> np.ndarray:
+            return evolve(inputs[rows], rewards[rows], seed=seed, generations=generations)
+    else:
+        strength = float(chosen.split()[1])
+        candidate = _softmax_candidate(inputs, rewards, strength, generations)
+
+        def fit(rows: np.ndarray) -> np.ndarray:
+            return candidate(rows, None)
+
+    kind_out = np.zeros(len(labels), dtype=int)
+    for kind in sorted(set(labels.tolist())):
+        rows = np.flatnonzero(labels == kind)
+        kind_out[rows] = np.argmax(inputs[rows] @ fit(np.flatnonzero(labels != kind)), axis=1)
+    fold_out = np.zeros(len(labels), dtype=int)
+    folds = max(2, min(FOLDS, len(labels) // 2))
+    fold = _folds(labels, folds, seed)
+    for f in range(folds):
+        rows = np.flatnonzero(fold == f)
+        fold_out[rows] = np.argmax(inputs[rows] @ fit(np.flatnonzero(fold != f)), axis=1)
+    return kind_out, fold_out
+
+
 def _softmax_candidate(
     inputs: np.ndarray, rewards: np.ndarray, strength: float, generations: int
 ) -> Callable[[np.ndarray, Any], np.ndarray]:

@@ -34,6 +34,7 @@ from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
 from conductor_cli.policy import registry
 from conductor_cli.policy.chooser import TASKS
+from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
 from conductor_cli.policy.features import PromptFeatures
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.shapes import (
@@ -52,8 +53,9 @@ from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
+from conductor_cli.train.familiar_fit import fit_familiar, too_few_kinds
 from conductor_cli.train.head_evolution import best_fixed_shape, fit_pca
-from conductor_cli.train.head_fit import EVOLUTION, HeadFit, fit_head
+from conductor_cli.train.head_fit import EVOLUTION, HeadFit, fit_head, withheld_picks
 from conductor_cli.train.head_words import learn_words_phase
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
@@ -507,6 +509,31 @@ class _HeadTraining:
         head0 = Head(mean, scale, components, zeros, tuple(self.setup.shapes))
         return head0, head0.project(x)
 
+    def familiarity(
+        self, base: Path, inputs: np.ndarray, table: np.ndarray, fitted: _Fitted
+    ) -> tuple[Familiar | None, dict[str, Any]]:
+        """What the training questions were like (policy/familiar.py): their embeddings, the
+        threshold below which a question goes to the best member alone, chosen by withholding
+        kinds (train/familiar_fit.py); None where that earns no more than the head alone."""
+        training, shapes = self.setup.training, self.setup.shapes
+        kinds = [p.category or "" for p in training]
+        if fitted.choice is None:
+            return None, {"none": "a step policy plans step by step: no familiarity yet"}
+        too_few = too_few_kinds(kinds)
+        if too_few is not None:
+            return None, too_few
+        target = _target(shapes, table, self.options.head.step_cost)
+        kind_picks, fold_picks = withheld_picks(
+            inputs, target, kinds, fitted.choice.chosen,
+            seed=self.options.seed, generations=self.options.head.generations,
+        )  # fmt: skip
+        embed = QuestionEmbedder(base, n_threads=self.config.conductor.n_threads)
+        try:
+            embeddings = embed.many([p.question for p in training])
+        finally:
+            embed.close()
+        return fit_familiar(embeddings, kinds, shapes, target, fold_picks, kind_picks)
+
     def fit(
         self,
         head0: Head,
@@ -528,8 +555,7 @@ class _HeadTraining:
 
         # Among shapes that are equally right, the fewer steps (--step-cost; by default a hair
         # per step, a tie-break).
-        steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
-        target = table - options.head.step_cost * steps
+        target = _target(shapes, table, options.head.step_cost)
         common = {
             "seed": options.seed,
             "generations": options.head.generations,
@@ -581,6 +607,12 @@ class _HeadTraining:
         if self.features is not None:
             self.features.close()
         self.runner.close()
+
+
+def _target(shapes: Sequence[Shape], table: np.ndarray, step_cost: float) -> np.ndarray:
+    """What the head maximizes: each shape's reward less its steps' cost."""
+    steps = np.array([len(s.workers) for s in shapes], dtype=np.float64)
+    return table - step_cost * steps
 
 
 def train_head(
@@ -702,11 +734,19 @@ def _train(
             job.on_progress,
             TIE_BREAK,
         )
+    familiar, familiar_report = job.familiarity(base.path, inputs, table, fitted)
     staged = stage(work)
     fitted.head.save(staged / registry.HEAD)
     if round_head is not None:
         round_head.save(staged / registry.ROUND_HEAD)
-    extra = {"round_table": round_part, "before": before, "words": words_notes}
+    if familiar is not None:
+        familiar.save(staged / registry.FAMILIAR)
+    extra = {
+        "round_table": round_part,
+        "before": before,
+        "words": words_notes,
+        "familiar": familiar_report,
+    }
     record = _record(job, base_spec, base.path, plan, runs, table, fitted, table_notes, extra)
     write_json(staged / registry.RECORD, record)
     install(work, final, options.force or options.resume)
@@ -798,6 +838,7 @@ def _record(
         **({"fit": fitted.choice.to_dict()} if fitted.choice is not None else {}),
         **({"round_table": round_part} if round_part else {}),
         **({"learned_words": extra["words"]} if extra["words"] else {}),
+        "familiar": extra["familiar"],
         "curve": fitted.curve,
         "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
         "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},

@@ -104,10 +104,10 @@ class FixedShape:
     def __init__(self, shape: Shape) -> None:
         self.shape = shape
 
-    def grammar(self, messages: tuple[dict[str, str], ...]) -> str:
+    def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
         return shape_grammar(self.shape)
 
-    def fixed_reply(self, messages: tuple[dict[str, str], ...]) -> str | None:
+    def fixed_reply(self, messages: tuple[dict[str, str], ...], question: str) -> str | None:
         return None  # the conductor writes the tasks
 
     def replan_grammar(self, messages: tuple[dict[str, str], ...]) -> str | None:
