@@ -242,3 +242,45 @@ def test_train_names_its_methods_from_the_librarys_table() -> None:
 
     done = run_cli("train", "humaneval", "--method", "bogus")
     assert_one_line_error(done, 2, "--method 'bogus'", ", ".join(METHODS))
+
+
+EXTRACT_CONFIG = FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 200")
+ONE_STEP = '{"steps": [{"worker": "local", "task": "Answer the question.", "sees": []}]}'
+
+
+def test_extract_prints_the_answers_code_alone(tmp_path: Path, gguf_path: Path) -> None:
+    """-x / --xl as in llm: the answer's first (last) fenced block, its bytes, so that
+    `conductor ask -x "fix this" < bug.py > fixed.py` writes code; the whole answer and a note
+    when it has none. The real SmolLM2; the second run of a request is the cache's answer."""
+    from conductor_cli.sandbox import code_blocks
+
+    config = tmp_path / "x.toml"
+    config.write_text(EXTRACT_CONFIG, encoding="utf-8")
+    workflow = tmp_path / "one.json"
+    workflow.write_text(ONE_STEP, encoding="utf-8")
+    question = "Write a Python function add(a, b) that returns their sum."
+    whole = run_cli("run", str(workflow), question, "--config", str(config), "--json")
+    assert whole.returncode == 0, whole.stderr
+    answer = json.loads(whole.stdout)["answer"]
+    blocks = [body for _, body in code_blocks(answer)]
+    assert blocks and "def " in blocks[0], answer
+    first = run_cli("run", str(workflow), question, "--config", str(config), "-x")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == blocks[0].rstrip("\n") + "\n"
+    assert "```" not in first.stdout and first.stderr == ""
+    last = run_cli("run", str(workflow), question, "--config", str(config), "--xl")
+    assert last.stdout == blocks[-1].rstrip("\n") + "\n"
+    compile(first.stdout, "extracted.py", "exec")  # what was printed is Python, whole
+
+    plain = "Say hello in one short sentence, no code."
+    said = run_cli("run", str(workflow), plain, "--config", str(config), "--json")
+    assert "```" not in json.loads(said.stdout)["answer"]
+    none = run_cli("run", str(workflow), plain, "--config", str(config), "-x")
+    assert none.returncode == 0 and none.stdout.strip()
+    assert none.stdout.strip() == json.loads(said.stdout)["answer"].strip()
+    assert "no fenced code block" in none.stderr
+
+    both = run_cli("ask", "-x", "--json", "--config", str(config), question)
+    assert_one_line_error(both, 2, "-x/--xl", "--json")
+    twice = run_cli("ask", "-x", "--xl", "--config", str(config), question)
+    assert_one_line_error(twice, 2, "-x/--extract", "--xl/--extract-last")

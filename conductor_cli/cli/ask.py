@@ -19,12 +19,24 @@ from conductor_cli.cli.common import (
     handle_errors,
 )
 from conductor_cli.cli.complete import worker_names
-from conductor_cli.cli.output import note, print_answer, print_json, watching
+from conductor_cli.cli.output import note, print_answer, print_code, print_json, watching
 from conductor_cli.models import spellings
 
 FileOption = Annotated[
     list[Path] | None,
     typer.Option("--file", "-f", help="Attach a text file (repeatable).", show_default=False),
+]
+Extract = Annotated[
+    bool,
+    typer.Option(
+        "--extract",
+        "-x",
+        help="Print only the answer's first fenced code block (the whole answer if it has none).",
+    ),
+]
+ExtractLast = Annotated[
+    bool,
+    typer.Option("--extract-last", "--xl", help="Print only the answer's last fenced code block."),
 ]
 NoStdin = Annotated[bool, typer.Option("--no-stdin", help="Do not read piped standard input.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache.")]
@@ -81,9 +93,11 @@ def run_and_show(
     as_json: bool,
     endpoint: Any = None,
     request: Any = None,
+    extract: str | None = None,
 ) -> None:
     """The part `ask` and `run` share: note any cut input, run while watched (on the server
-    at `endpoint` when there is one), show the result."""
+    at `endpoint` when there is one), show the result (`extract`: only its first or last
+    code block)."""
     note_cuts(cfg, question, attachments, quiet)
     if endpoint is not None:
         from conductor_cli.cli import via_server
@@ -93,14 +107,14 @@ def run_and_show(
             via_server.pull_first(cfg, conductor=conductor)
         remote = via_server.run(endpoint, request, quiet=quiet, verbose=verbose, as_json=as_json)
         if remote is not None:
-            show_result(remote, as_json=as_json)
+            show_result(remote, as_json=as_json, extract=extract)
             return
     from conductor_cli.api import RunOptions
 
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
         options = RunOptions(mode, stream=stream, max_cost=max_cost, max_calls=max_calls)
         result = execute(config=cfg, attachments=attachments, on_event=view, options=options)
-    show_result(result, as_json=as_json)
+    show_result(result, as_json=as_json, extract=extract)
 
 
 def cache_mode(no_cache: bool, refresh: bool) -> Any:
@@ -112,11 +126,34 @@ def cache_mode(no_cache: bool, refresh: bool) -> Any:
     return CacheMode.OFF if no_cache else CacheMode.REFRESH if refresh else CacheMode.USE
 
 
-def show_result(result: Any, *, as_json: bool) -> None:
+def extract_mode(extract: bool, extract_last: bool, as_json: bool) -> str | None:
+    """-x / --xl as llm reads them: the answer's first or last fenced code block."""
+    from conductor_cli.errors import InputError
+
+    if extract and extract_last:
+        raise InputError("-x/--extract and --xl/--extract-last exclude each other; pick one.")
+    chosen = "first" if extract else "last" if extract_last else None
+    if chosen is not None and as_json:
+        raise InputError(
+            "-x/--xl print the answer's code alone and --json the whole result; pick one."
+        )
+    return chosen
+
+
+def show_result(result: Any, *, as_json: bool, extract: str | None = None) -> None:
     for line in result.to_dict().get("notes") or []:
         note(line)
     if as_json:
         print_json(result.to_dict())
+    elif extract is not None:
+        from conductor_cli.sandbox import code_blocks
+
+        blocks = [body for _, body in code_blocks(result.answer)]
+        if blocks:
+            print_code(blocks[0] if extract == "first" else blocks[-1])
+        else:
+            note("the answer has no fenced code block to extract; it is printed whole")
+            print_answer(result.answer)
     else:
         print_answer(result.answer)
 
@@ -166,6 +203,8 @@ def ask(
     verbose: Verbose = False,
     no_stdin: NoStdin = False,
     no_server: NoServer = False,
+    extract: Extract = False,
+    extract_last: ExtractLast = False,
     config: ConfigOption = None,
 ) -> None:
     """Ask a question: the conductor writes a workflow, the workers run it, the answer prints."""
@@ -189,6 +228,7 @@ def ask(
     if rounds is not None and not 1 <= rounds <= MAX_ROUNDS_LIMIT:
         raise InputError(f"--rounds {rounds}: give 1 to {MAX_ROUNDS_LIMIT} rounds.")
     mode = cache_mode(no_cache, refresh)
+    extracted = extract_mode(extract, extract_last, as_json)
     # Read everything the user gave and validate the config before any model is loaded.
     attachments = read_attachments(file, no_stdin)
     path = config_path(ctx, config)
@@ -211,6 +251,7 @@ def ask(
         as_json=as_json,
         endpoint=endpoint,
         request=_request(question, attachments, mode, max_cost, max_calls, overrides=overrides),
+        extract=extracted,
     )
 
 
@@ -261,6 +302,8 @@ def run(
     verbose: Verbose = False,
     no_stdin: NoStdin = False,
     no_server: NoServer = False,
+    extract: Extract = False,
+    extract_last: ExtractLast = False,
     config: ConfigOption = None,
 ) -> None:
     """Run a hand-written workflow on a question, skipping the conductor."""
@@ -270,6 +313,7 @@ def run(
     from conductor_cli.run import parse_workflow
 
     mode = cache_mode(no_cache, refresh)
+    extracted = extract_mode(extract, extract_last, as_json)
     try:
         text = workflow_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -295,6 +339,7 @@ def run(
         as_json=as_json,
         endpoint=pick_endpoint(path, cfg.server, no_server, quiet=quiet),
         request=_request(question, attachments, mode, max_cost, max_calls, workflow=workflow),
+        extract=extracted,
     )
 
 

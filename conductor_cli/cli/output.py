@@ -67,6 +67,19 @@ def print_answer(answer: str) -> None:
         sys.stdout.flush()
 
 
+def print_code(code: str) -> None:
+    """Code extracted from an answer (-x): its bytes, never rendered, ending in one newline,
+    so `conductor ask -x ... > fixed.py` writes the file; control characters shown as escapes
+    on a terminal only."""
+    text = code.rstrip("\n") + "\n"
+    if sys.stdout.isatty():
+        from conductor_cli.cli.safe_text import visible
+
+        text = visible(text)
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
 def print_json(doc: Any) -> None:
     from conductor_cli.cli.safe_text import json_text
 

@@ -15,14 +15,16 @@ from conductor_cli.exports import lazy_exports
 # Loaded on first use: reading code blocks out of a reply (sandbox/fences.py, which eval's
 # answer readers and so the CLI's start-up import) must not load the confinement machinery.
 _EXPORTS = {
+    "code_blocks": "fences",
     "Isolation": "isolation",
     "Limits": "isolation",
     "Outcome": "process",
     "Sandbox": "process",
 }
-__all__ = ["Isolation", "Limits", "Outcome", "Sandbox"]
+__all__ = ["Isolation", "Limits", "Outcome", "Sandbox", "code_blocks"]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
+    from conductor_cli.sandbox.fences import code_blocks
     from conductor_cli.sandbox.isolation import Isolation, Limits
     from conductor_cli.sandbox.process import Outcome, Sandbox
