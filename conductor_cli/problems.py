@@ -30,6 +30,9 @@ class Problem:
     test: str = ""  # code: the HumanEval test, which defines check(candidate)
     entry_point: str = ""  # code: the function's name
     aliases: tuple[str, ...] = ()  # qa "alias": every answer that counts (NQ, TriviaQA)
+    # (name, text) of each file the question comes with, as `ask` attaches them ("stdin" when
+    # piped): a repair set's buggy file (`humaneval-fix`).
+    attachments: tuple[tuple[str, str], ...] = ()
 
 
 def bare_question(text: str) -> str:

@@ -307,7 +307,10 @@ def fingerprint(problems: Sequence[Problem]) -> str:
     """sha256 of the problems' canonical JSON: the same problems in the same order give the
     same key, so results can be resumed only against the dataset they were made from."""
     # A field added with an empty default leaves the keys of files made before it alone.
-    rows = [{k: v for k, v in asdict(p).items() if k != "aliases" or v} for p in problems]
+    rows = [
+        {k: v for k, v in asdict(p).items() if k not in ("aliases", "attachments") or v}
+        for p in problems
+    ]
     canonical = json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

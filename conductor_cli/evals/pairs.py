@@ -34,6 +34,7 @@ from conductor_cli.evals.strategies import (
 )
 from conductor_cli.exports import resolve
 from conductor_cli.models.catalog import load_catalog
+from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime, conductor_pricing, pull_models_for, worker_pricing
 from conductor_cli.sandbox import Sandbox
@@ -88,6 +89,7 @@ class Solver:
         return execute(
             problem.question,
             config=config or self.config,
+            attachments=[Attachment(name, text) for name, text in problem.attachments],
             workflow=workflow,
             options=RunOptions(self.cache_mode, seed=seed),
             trace=trace,

@@ -13,7 +13,7 @@ import hashlib
 import json
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from conductor_cli.problems import (
     QA_INSTRUCTION,
     Problem,
 )
+from conductor_cli.public import mutants
 from conductor_cli.public.arrow import arrow_rows
 
 # ARC's, OpenBookQA's and CommonsenseQA's `query`: "Question: ...\n A. text\n B. text\nAnswer:"
@@ -201,6 +202,56 @@ def humaneval(doc: dict[str, Any], set_name: str, category: str) -> Problem:
         prompt=doc["prompt"],
         test=doc["test"],
         entry_point=doc["entry_point"],
+    )
+
+
+FIX_QUESTION = "fix this"
+
+
+def fix_docs(set_name: str) -> Callable[[Path, str], Iterator[dict[str, Any]]]:
+    """A repair set's items: those of its source set (HumanEval) that public/fix_sets.json
+    gives a bug, each with it under "bug"."""
+    from importlib import resources
+
+    def docs(path: Path, for_set: str) -> Iterator[dict[str, Any]]:
+        table = json.loads(
+            resources.files("conductor_cli.public")
+            .joinpath("fix_sets.json")
+            .read_text(encoding="utf-8")
+        )
+        items = table[set_name]["items"]
+        for doc in olmo_docs(path, for_set):
+            bug = items.get(doc["task_id"])
+            if bug is not None:
+                yield {**doc, "bug": bug}
+
+    return docs
+
+
+def humaneval_fix(doc: dict[str, Any], set_name: str, category: str) -> Problem:
+    """A HumanEval task's canonical solution with one bug (public/mutants.py), piped in as a
+    user pipes a file (`cat bug.py | conductor ask "fix this"`): right when the function in
+    the answer passes the task's hidden tests, which no step sees."""
+    source = doc["prompt"] + doc["canonical_solution"]
+    bug = doc["bug"]
+    found = mutants.sites(source, after=len(doc["prompt"]))
+    site = found[bug["site"]] if bug["site"] < len(found) else None
+    if site is None or (site.token, site.mutant) != (bug["token"], bug["mutant"]):
+        raise InputError(
+            f"{set_name}: {doc['task_id']}'s bug no longer matches its code; run "
+            "bench/make_fix_set.py again"
+        )
+    return Problem(
+        id=f"{set_name}/{doc['task_id'].split('/')[-1]}",
+        kind="code",
+        question=FIX_QUESTION,
+        answer=doc["canonical_solution"],
+        category=category,
+        scorer="tests",
+        prompt=doc["prompt"],
+        test=doc["test"],
+        entry_point=doc["entry_point"],
+        attachments=(("stdin", mutants.apply(source, site)),),
     )
 
 

@@ -162,6 +162,14 @@ SETS: dict[str, PublicSet] = {
             readers.humaneval,
             {"test": _tasks("codex_humaneval/gold_bpb_0shot")},
         ),
+        PublicSet(
+            "humaneval-fix",
+            "HumanEval solutions with one bug each that their tests catch (148 test), piped "
+            'in with "fix this"; the fixed function must pass the hidden tests',
+            readers.humaneval_fix,
+            {"test": _tasks("codex_humaneval/gold_bpb_0shot")},
+            docs=readers.fix_docs("humaneval-fix"),
+        ),
         _mmlu_set(
             "mmlu",
             "MMLU, 57 subjects (14,042 test, 1,531 validation; the letter)",

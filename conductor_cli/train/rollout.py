@@ -81,7 +81,10 @@ class Runner:
     ) -> tuple[RunResult | None, bool]:
         """(the run, whether its answer is right); (None, False) when the run failed. A call
         that would cross `budget` raises BudgetError: that run measured nothing."""
-        run = self._execute(problem.question, workflow, seed, budget, config, attachments)
+        given = [Attachment(name, text) for name, text in problem.attachments]
+        run = self._execute(
+            problem.question, workflow, seed, budget, config, [*given, *attachments]
+        )
         if run is None:
             return None, False  # a failed run is a wrong answer
         correct, _, _ = scoring.score(problem, run.answer, self.sandbox)
