@@ -27,6 +27,7 @@ from conductor_cli.evals.strategies import (
     moa_proposers,
     moa_workflow,
     program_workflow,
+    repair_workflow,
     single_workflow,
     strategy_kind,
     trace_id,
@@ -185,6 +186,11 @@ def solve_single(solver: Solver, strategy: str, problem: Problem) -> Result:
 def solve_program(solver: Solver, strategy: str, problem: Problem) -> Result:
     worker = strategy.partition(":")[2]
     return solver.scored(strategy, problem, program_workflow(solver.config, worker))
+
+
+def solve_repair(solver: Solver, strategy: str, problem: Problem) -> Result:
+    worker = strategy.partition(":")[2]
+    return solver.scored(strategy, problem, repair_workflow(solver.config, worker))
 
 
 def solve_moa(solver: Solver, strategy: str, problem: Problem) -> Result:

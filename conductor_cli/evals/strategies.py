@@ -159,6 +159,10 @@ def _program(raw: str, rest: str, config: Config) -> list[str]:
     return [f"program:{w}" for w in program_writers(config, rest, raw)]
 
 
+def _repair(raw: str, rest: str, config: Config) -> list[str]:
+    return [f"repair:{w}" for w in program_writers(config, rest, raw)]
+
+
 def _alone(name: str) -> Callable[[str, str, Config], list[str]]:
     """A strategy written as its name alone."""
 
@@ -240,6 +244,9 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
                      _per_worker("vote"), _SOLVERS + "vote"),
         StrategyKind("program", "program[:WORKER]", "WORKER writes a program, the python tool "
                      "runs it", _program, _SOLVERS + "program"),
+        StrategyKind("repair", "repair[:WORKER]", "WORKER writes the code, the python tool "
+                     "tests it on the examples the question shows, WORKER repairs it", _repair,
+                     _SOLVERS + "repair"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
                      _alone("moa"), _SOLVERS + "moa"),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
@@ -285,6 +292,15 @@ def program_workflow(config: Config, worker: str) -> Workflow:
     tool = python_tool(config)
     assert tool is not None  # parse_strategies refused the strategy otherwise
     return program_shape(worker, tool).workflow()
+
+
+def repair_workflow(config: Config, worker: str) -> Workflow:
+    """`worker` writes, the python tool tests on the question's examples, `worker` repairs."""
+    from conductor_cli.policy.shapes import repair_shape
+
+    tool = python_tool(config)
+    assert tool is not None  # parse_strategies refused the strategy otherwise
+    return repair_shape(worker, tool).workflow()
 
 
 def check_conductor(name: str, raw: str) -> str:

@@ -161,6 +161,13 @@ def program_shape(model: str, tool: str) -> Shape:
     return Shape((model, tool), ((), (0,)), ("program", "run"))
 
 
+def repair_shape(model: str, tool: str) -> Shape:
+    """Write, test, repair (issue 69): a model answers (code), the python tool runs that code
+    on the examples the question shows, the model reads both and gives the code fixed where
+    an example failed: `model > tool[test]<0 > model[repair]<0,1`."""
+    return Shape((model, tool, model), ((), (0,), (0, 1)), ("answer", "test", "repair"))
+
+
 def program_shapes(models: Sequence[str], tools: Sequence[str], max_steps: int) -> list[Shape]:
     """The program-aided shapes a training measures by default where the pool has a tool that
     runs programs: each model writes a program the tool runs, and, where three steps are

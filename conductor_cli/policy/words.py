@@ -11,6 +11,8 @@ never change: new words get a new name.
 
 from __future__ import annotations
 
+from conductor_cli.tools import examples
+
 ANSWER = "Answer the question."
 CHECK = "Check the earlier answer to the question and give the correct final answer."
 PROGRAM = (
@@ -18,12 +20,22 @@ PROGRAM = (
     "in one ```python block."
 )
 RUN = "Run the program from step 0."
+# Write, test, repair (issue 69): the python tool runs the code of the step it sees on the
+# examples the question shows (doctest lines, asserts; never a benchmark's hidden tests) and
+# says which fail; the writer then fixes what failed.
+TEST = examples.TEST
+REPAIR = (
+    "Reply with the whole code from step 0 in one ```python block, fixed where a test "
+    "failed; unchanged where every test passed."
+)
 
 WORDS: dict[str, str] = {
     "answer": ANSWER,
     "check": CHECK,
     "program": PROGRAM,
     "run": RUN,
+    "test": TEST,
+    "repair": REPAIR,
     # Other words for the same roles, candidates a training tries for each kind of question
     # (`train --learn-words`, train/word_shapes.py): written once, for every kind, before any
     # measurement, and kept for a kind only where they are right more often on its training

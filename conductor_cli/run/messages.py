@@ -18,6 +18,7 @@ from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachme
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.sandbox.fences import only_python_blocks
+from conductor_cli.tools.examples import TEST
 
 # Words that carry no content of their own in a task: asking for the answer in some form.
 _FILLER_WORDS = """a an the of to in on at for and or but is are was were be it its this that these
@@ -111,9 +112,10 @@ def _runs_programs(pool: Pool, worker: str) -> bool:
 
 def feeds_python(workflow: Workflow, index: int, pool: Pool) -> bool:
     """Whether a later step of `workflow` that sees step `index` runs its program (a tool
-    that runs programs, `tool:python`)."""
+    that runs programs, `tool:python`); one told to test its code on the question's examples
+    (tools/examples.TEST) wants the code asked for, not a program that prints an answer."""
     return any(
-        index in later.sees and _runs_programs(pool, later.worker)
+        index in later.sees and _runs_programs(pool, later.worker) and later.task != TEST
         for later in workflow.steps[index + 1 :]
     )
 

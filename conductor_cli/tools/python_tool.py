@@ -4,6 +4,11 @@ The program is the last ```python block in the outputs of the steps it sees, els
 question and task it is sent, else the task itself when that is Python. Whatever happens is
 the step's output, said plainly (no code, an error, a timeout, nothing printed), so a later
 step or round can react to it; only a machine that cannot confine the program is an error.
+
+Told the `test` words (tools/examples.TEST), it runs the code of the steps it sees on the
+examples the question shows instead, and reports which fail. No request before those words
+existed ended in them, so its behaviour version (its runs' cache key and the fingerprint
+rewards are kept under) stays: every earlier request is answered as before.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.config.settings import SandboxSettings
 from conductor_cli.sandbox import Limits, Outcome, Sandbox
 from conductor_cli.sandbox.fences import python_blocks
+from conductor_cli.tools import examples
 
 if TYPE_CHECKING:
     from conductor_cli.config.settings import Config
@@ -135,12 +141,18 @@ class PythonTool:
             return self._sandbox
 
     def complete(self, request: Request, on_text: TextSink | None = None) -> Completion:
-        program = find_program(request.messages)
-        if program is None:
-            text, confinement = NO_CODE, None
+        asked = request.messages[-1]["content"] if request.messages else ""
+        if asked.rstrip().endswith(examples.TEST):
+            text, confinement = self._test(
+                request.messages, asked.rstrip().removesuffix(examples.TEST)
+            )
         else:
-            outcome = self.sandbox().run(program)
-            text, confinement = describe(outcome, self.limits), outcome.isolation
+            program = find_program(request.messages)
+            if program is None:
+                text, confinement = NO_CODE, None
+            else:
+                outcome = self.sandbox().run(program)
+                text, confinement = describe(outcome, self.limits), outcome.isolation
         if on_text is not None:
             on_text(text)
         return Completion(
@@ -151,6 +163,22 @@ class PythonTool:
             cost=0.0,
             confinement=confinement,
         )
+
+    def _test(self, messages: tuple[dict[str, str], ...], shown: str) -> tuple[str, str | None]:
+        """The `test` words: the code of the steps it sees, on the examples the question and
+        its attachments show (tools/examples.py)."""
+        code = examples.code_under_test(
+            [m["content"] for m in messages if m["role"] == "assistant"]
+        )
+        if code is None:
+            return examples.NO_CODE, None
+        found = examples.examples(shown)
+        if not found:
+            return examples.NO_EXAMPLES, None
+        outcome = self.sandbox().run(examples.harness(code, found))
+        if outcome.status == "passed" and outcome.output.strip():
+            return outcome.output.rstrip(), outcome.isolation
+        return describe(outcome, self.limits), outcome.isolation
 
 
 def make(config: Config) -> PythonTool:

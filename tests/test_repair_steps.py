@@ -1,0 +1,131 @@
+"""Write, test, repair (issue 69, item 1): the python tool told `test` runs the code of the step
+it sees on the examples the question shows (doctest lines, top-level asserts) in the real
+sandbox and says what failed, so the writer can repair it; the writer is asked for its code,
+not for a program that prints; a benchmark's hidden tests reach no step."""
+
+from __future__ import annotations
+
+import pytest
+
+from conductor_cli.backends.base import Request
+from conductor_cli.config.settings import Config, WorkerConfig
+from conductor_cli.evals.strategies import parse_strategies, repair_workflow
+from conductor_cli.policy.words import REPAIR, TEST
+from conductor_cli.public import load
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.messages import PROGRAM_REQUEST, feeds_python, step_messages
+from conductor_cli.run.pool import Pool, Worker
+from conductor_cli.tools import examples
+from conductor_cli.tools.python_tool import PythonTool
+
+BUGGY = '''```python
+def double(x):
+    """Twice x.
+    >>> double(2)
+    4
+    """
+    assert isinstance(x, int)
+    return x + 3
+```'''
+FIXED = BUGGY.replace("x + 3", "x * 2")
+QUESTION = '''fix this
+
+Attached stdin:
+```
+def double(x):
+    """Twice x.
+    >>> double(2)
+    4
+    >>> double(0)
+    0
+    """
+    assert isinstance(x, int)
+    return x + x + 1
+```'''
+
+
+@pytest.fixture(scope="module")
+def tool() -> PythonTool:
+    return PythonTool()
+
+
+def outcome_of(tool: PythonTool, written: str, question: str) -> str:
+    messages = (
+        {"role": "user", "content": "Step 0 (coder): Answer the question."},
+        {"role": "assistant", "content": written},
+        {"role": "user", "content": f"{question}\n\n{TEST}"},
+    )
+    return tool.complete(Request(messages, 0, 0.0, 0)).text
+
+
+def test_the_tool_runs_the_code_on_the_questions_examples_and_says_what_failed(
+    tool: PythonTool,
+) -> None:
+    said = outcome_of(tool, BUGGY, QUESTION)
+    # Two doctest examples (the assert inside the function is its own, not an example).
+    assert said == (
+        "0 of 2 examples pass. Failed:\n>>> double(2)\nexpected: 4\ngot: 5\n\n"
+        ">>> double(0)\nexpected: 0\ngot: 3"
+    )
+    assert outcome_of(tool, FIXED, QUESTION) == "All 2 examples pass."
+    shown = "Write add(a, b).\nassert add(2, 3) == 5\nassert add(0, 0) == 0"
+    wrong = "```python\ndef add(a, b):\n    return a * b + 1\n```"
+    assert outcome_of(tool, wrong, shown) == (
+        "0 of 2 examples pass. Failed:\nassert add(2, 3) == 5\nfailed: the left side is 7\n\n"
+        "assert add(0, 0) == 0\nfailed: the left side is 1"
+    )
+    broken = "```python\ndef add(a, b):\n    return undefined_name\n```"
+    assert "raised NameError: name 'undefined_name' is not defined" in outcome_of(
+        tool, broken, shown
+    )
+    assert outcome_of(tool, "```python\nimport nothing_here\n```", shown).startswith(
+        "The code failed to load: ModuleNotFoundError"
+    )
+    assert outcome_of(tool, FIXED, "fix this, please") == examples.NO_EXAMPLES
+    assert outcome_of(tool, "It looks right to me.", QUESTION) == examples.NO_CODE
+
+
+def test_the_writer_is_asked_for_its_code_and_no_step_sees_the_hidden_tests() -> None:
+    config = Config(
+        workers=(
+            WorkerConfig("coder", "gguf:smollm2-135m-instruct"),
+            WorkerConfig("py", "tool:python"),
+        )
+    )
+    assert parse_strategies("repair", config) == ["repair:coder"]
+    workflow = repair_workflow(config, "coder")
+    assert [s.task for s in workflow.steps][1:] == [TEST, REPAIR]
+    coder = Worker(config.workers[0], backend=None)  # type: ignore[arg-type]
+    python = Worker(config.workers[1], backend=None)  # type: ignore[arg-type]
+    pool = Pool((coder, python))
+    assert [feeds_python(workflow, i, pool) for i in range(3)] == [False, False, False]
+    problem = load("humaneval-fix", "test")[0]
+    attached = [Attachment(n, t) for n, t in problem.attachments]
+    outputs = {0: FIXED, 1: "All 2 examples pass."}
+    for i, worker in enumerate((coder, python, coder)):
+        messages = step_messages(problem.question, attached, workflow, i, outputs, worker)
+        text = "\n".join(m["content"] for m in messages)
+        assert PROGRAM_REQUEST not in text
+        assert "def check(" not in text and problem.test.strip()[:60] not in text
+        assert problem.attachments[0][1].strip() in text  # the buggy file, whole
+
+
+# Docstrings of HumanEval whose own examples are wrong (the canonical solution, which passes
+# the hidden tests, disagrees with them): 47's median, 116's example missing its separator,
+# 130's tri.
+WRONG_IN_THE_SOURCE = {"HumanEval/47", "HumanEval/116", "HumanEval/130"}
+
+
+def test_the_examples_read_are_those_the_docstrings_mean(tool: PythonTool) -> None:
+    """HumanEval's canonical solutions pass every example read from their prompts (doctest
+    lines and prose such as `f(3, 4, 5) == 6.00`, `f(148, 412) should return 16.`), but for
+    three docstrings whose examples are wrong; 124 of the 164 prompts show some."""
+    shown = 0
+    for p in load("humaneval", "test"):
+        found = examples.examples(p.question)
+        if not found or p.id in WRONG_IN_THE_SOURCE:
+            continue
+        shown += 1
+        said = tool.sandbox().run(examples.harness(p.prompt + p.answer, found)).output.strip()
+        assert said == examples.ALL_PASS.format(n=len(found)), (p.id, said)
+    assert shown == 124 - len(WRONG_IN_THE_SOURCE)
