@@ -5,6 +5,8 @@ not for a program that prints; a benchmark's hidden tests reach no step."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conductor_cli.backends.base import Request
@@ -129,3 +131,45 @@ def test_the_examples_read_are_those_the_docstrings_mean(tool: PythonTool) -> No
         said = tool.sandbox().run(examples.harness(p.prompt + p.answer, found)).output.strip()
         assert said == examples.ALL_PASS.format(n=len(found)), (p.id, said)
     assert shown == 124 - len(WRONG_IN_THE_SOURCE)
+
+
+def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
+    tmp_path: Path, gguf_path: Path
+) -> None:
+    """The engine, the real python tool (twice: once printing the code a writer would have
+    written, once testing it) and the real SmolLM2 as the repairer: asked only where an
+    example failed."""
+    import json
+
+    from conductor_cli.api import RunOptions, run_workflow
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.workflow import parse_workflow
+    from conductor_cli.storage.cache import CacheMode
+
+    path = tmp_path / "repair.toml"
+    path.write_text(
+        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 40\n\n'
+        '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    question = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
+
+    def run(body: str):
+        code = "```python\ndef double(x):\n    return " + body + "\n```"
+        writes = f"print({json.dumps(code)})"
+        steps = [
+            {"worker": "python", "task": writes, "sees": []},
+            {"worker": "python", "task": TEST, "sees": [0]},
+            {"worker": "local", "task": REPAIR, "sees": [0, 1]},
+        ]
+        workflow = parse_workflow(json.dumps({"steps": steps}), ["local", "python"], 3)
+        return run_workflow(workflow, question, config=config, options=RunOptions(CacheMode.OFF))
+
+    passed = run("x * 2")
+    assert passed.steps[1].output == "All 1 examples pass."
+    assert passed.steps[2].source == "kept" and passed.answer == passed.steps[0].output
+    assert passed.model_calls == 2  # the two tool steps; SmolLM2 was never asked
+    failed = run("x + 3")
+    assert failed.steps[1].output.startswith("0 of 1 examples pass. Failed:\n>>> double(2)")
+    assert failed.steps[2].source == "model" and failed.model_calls == 3

@@ -41,7 +41,12 @@ ShownStatus = Literal[
     "waiting", "running", "retrying", "done", "failed", "skipped", "cached", "replayed"
 ]
 
-_FINISHED_STATUS: dict[str, ShownStatus] = {"model": "done", "cache": "cached", "trace": "replayed"}
+_FINISHED_STATUS: dict[str, ShownStatus] = {
+    "model": "done",
+    "cache": "cached",
+    "trace": "replayed",
+    "kept": "done",
+}
 _SHOWN_STATUS: dict[str, ShownStatus] = {
     "pending": "waiting",
     "running": "running",
@@ -132,7 +137,8 @@ FINISH_NOTES = {"length": "cut at max_tokens", "loop": "stopped repeating itself
 
 
 def _source_note(source: Source | None) -> str:
-    return {"cache": " (cached)", "trace": " (replayed)"}.get(source or "", "")
+    notes = {"cache": " (cached)", "trace": " (replayed)", "kept": " (kept: nothing to repair)"}
+    return notes.get(source or "", "")
 
 
 # ---------------------------------------------------------------------------- the tree

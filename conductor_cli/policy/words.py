@@ -24,10 +24,7 @@ RUN = "Run the program from step 0."
 # examples the question shows (doctest lines, asserts; never a benchmark's hidden tests) and
 # says which fail; the writer then fixes what failed.
 TEST = examples.TEST
-REPAIR = (
-    "Reply with the whole code from step 0 in one ```python block, fixed where a test "
-    "failed; unchanged where every test passed."
-)
+REPAIR = examples.REPAIR
 
 WORDS: dict[str, str] = {
     "answer": ANSWER,

@@ -35,6 +35,8 @@ from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.messages import feeds_python, programs_run, restates, step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
+from conductor_cli.tools import examples
+from conductor_cli.tools.examples import REPAIR, TEST
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,9 @@ class Engine:
         step = workflow.steps[i]
         outputs = {j: results[j].output for j in step.sees}
         worker = self.pool.get(step.worker)
+        kept = self._kept(workflow, i, results)
+        if kept is not None:
+            return self._keep(question, attachments, workflow, i, outputs, worker, kept, emit)
         with limits[worker.name]:
             python = feeds_python(workflow, i, self.pool)
 
@@ -280,6 +285,43 @@ class Engine:
             done.tool_calls,
             tools,
         )
+        emit(result.finished())
+        return result
+
+    def _kept(self, workflow: Workflow, i: int, results: Mapping[int, StepResult]) -> str | None:
+        """A repair step's code when there is nothing to repair: it sees a test step whose
+        code passed every example the question shows (or which found none), and the step that
+        wrote that code; asking the writer again would only risk breaking it."""
+        step = workflow.steps[i]
+        if step.task != REPAIR:
+            return None
+        for k in step.sees:
+            tester = workflow.steps[k]
+            if tester.task != TEST or not examples.nothing_to_repair(results[k].output):
+                continue
+            writers = [j for j in tester.sees if j in step.sees]
+            if writers:
+                return results[writers[-1]].output
+        return None
+
+    def _keep(
+        self,
+        question: str,
+        attachments: Sequence[Attachment],
+        workflow: Workflow,
+        i: int,
+        outputs: Mapping[int, str],
+        worker: Worker,
+        kept: str,
+        emit: Subscriber,
+    ) -> StepResult:
+        step = workflow.steps[i]
+        messages = step_messages(question, attachments, workflow, i, outputs, worker)
+        emit(StepStarted(i, worker.name, step.task, messages))
+        result = StepResult(
+            i, worker.name, step.task, step.sees, messages, kept, 0, 0, 0.0, source="kept",
+            cost=0.0,
+        )  # fmt: skip
         emit(result.finished())
         return result
 

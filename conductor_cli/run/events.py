@@ -15,7 +15,8 @@ from conductor_cli.errors import WorkflowError
 from conductor_cli.run.workflow import Workflow
 
 # Where an output came from: a real model call, the response cache, or a recorded trace.
-Source = Literal["model", "cache", "trace"]
+# "kept": a step told to repair code whose tests all passed keeps it, with no call.
+Source = Literal["model", "cache", "trace", "kept"]
 
 
 def _now() -> float:
@@ -288,7 +289,7 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "bool": lambda v: isinstance(v, bool),
     "float | None": lambda v: v is None or _is_number(v),
     "str | None": lambda v: v is None or isinstance(v, str),
-    "Source": lambda v: v in ("model", "cache", "trace"),
+    "Source": lambda v: v in ("model", "cache", "trace", "kept"),
     "tuple[dict[str, str], ...]": lambda v: (
         isinstance(v, list | tuple)
         and all(isinstance(m, dict) and all(isinstance(x, str) for x in m.values()) for m in v)

@@ -14,6 +14,10 @@ from conductor_cli.sandbox.fences import python_blocks
 
 # The words that ask for this (policy/words.py names them `test`), and what the tool says.
 TEST = "Test the code from step 0 on the examples the question shows."
+REPAIR = (
+    "Reply with the whole code from step 0 in one ```python block, fixed where a test "
+    "failed; unchanged where every test passed."
+)
 ALL_PASS = "All {n} examples pass."
 NO_EXAMPLES = "No examples to test: the question shows no `>>>` lines and no asserts."
 NO_CODE = "No code to test: the step it tests wrote no ```python block."
@@ -83,6 +87,13 @@ def _call_example(call: str, value: str) -> tuple[str, str] | None:
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
     return call, repr(want)
+
+
+def nothing_to_repair(report: str) -> bool:
+    """Whether a test step's report leaves its code as it is: every example passed, or the
+    question shows none (the run/engine keeps the code without asking the writer again)."""
+    said = report.strip()
+    return said == NO_EXAMPLES or (said.startswith("All ") and said.endswith(" examples pass."))
 
 
 def code_under_test(seen: list[str]) -> str | None:
