@@ -216,6 +216,9 @@ def _passes(program: str) -> bool:
         f"```python\n{BODY}```",
         "```python\n    " + FUNCTION.replace("\n", "\n    ") + "```",  # the whole def indented
         f"Some notes first.\n```text\nnot code\n```\n```python\n{FUNCTION}```",
+        # The layout of a message with a file attached, echoed in a Python block, and the
+        # code in a bare one (Qwen2.5-Coder-1.5B on humaneval-fix).
+        f"```python\nAttached stdin:\n```\n{FUNCTION}```",
     ],
 )
 def test_extract_code_gives_a_program_that_passes(reply: str, close_elements: Problem) -> None:

@@ -384,10 +384,10 @@ def extract_code(reply: str, problem: Problem) -> str:
     the prompt; code that does gets what it uses from the prompt but lacks (imports, helper
     functions such as HumanEval/10's is_palindrome).
     """
-    code = _fenced_code(reply.replace("\r\n", "\n"))
     defines = re.compile(
         rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(problem.entry_point)}\s*\(", re.M
     )
+    code = _fenced_code(reply.replace("\r\n", "\n"), defines)
     if problem.entry_point and defines.search(code):
         code = textwrap.dedent(code).strip("\n") + "\n"
         context = _missing_context(problem.prompt, code, problem.entry_point)
@@ -395,13 +395,41 @@ def extract_code(reply: str, problem: Problem) -> str:
     return _complete_body(code, problem.prompt)
 
 
-def _fenced_code(reply: str) -> str:
+def _fenced_code(reply: str, defines: re.Pattern[str]) -> str:
+    """The first block that defines the function (Python-tagged blocks first, then bare
+    ones), else the code between fences that do not pair up, else the first Python block,
+    else the first bare one, else the whole reply. A reply to a question with a file attached
+    may echo the message's layout ("```python\nAttached stdin:\n```" then the code, closed by
+    a stray fence: Qwen2.5-Coder-1.5B on humaneval-fix), and that block is no one's answer."""
     blocks = code_blocks(reply)
-    for wanted in (lambda tag: tag in PYTHON_TAGS, lambda tag: tag == ""):
+    kinds = (lambda tag: tag in PYTHON_TAGS, lambda tag: tag == "")
+    for wanted in kinds:
+        for tag, body in blocks:
+            if wanted(tag) and defines.search(body):
+                return body
+    if blocks and (unfenced := _unfenced_code(reply, defines)) is not None:
+        return unfenced
+    for wanted in kinds:
         for tag, body in blocks:
             if wanted(tag):
                 return body
     return reply
+
+
+_CODE_START = re.compile(r"^(?:from |import |def |async def |class |@)")
+
+
+def _unfenced_code(reply: str, defines: re.Pattern[str]) -> str | None:
+    """The code of a reply whose fences do not pair up around it (the echoed layout above:
+    the code sits between one block's end and a stray fence): the fence lines dropped, from
+    the first top-level line of code on, where that compiles and defines the function."""
+    lines = [line for line in reply.split("\n") if not line.strip().startswith("```")]
+    starts = [i for i, line in enumerate(lines) if _CODE_START.match(line)]
+    for start in starts:
+        code = "\n".join(lines[start:]).strip("\n") + "\n"
+        if defines.search(code) and _compiles(code):
+            return code
+    return None
 
 
 def _complete_body(body: str, prompt: str) -> str:
