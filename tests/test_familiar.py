@@ -41,6 +41,15 @@ def three_kinds(seed: int = 0) -> tuple[np.ndarray, list[str]]:
     return centered(np.array(rows), np.zeros(8)), kinds
 
 
+def rewards(n: int) -> np.ndarray:
+    """Each question's reward under SHAPES: SmolLM2 alone 0.1, the coder alone 0.7, the
+    program 1.0."""
+    target = np.full((n, 3), 0.1)
+    target[:, 1] = 0.7
+    target[:, 2] = 1.0
+    return target
+
+
 def test_nearest_scores_withhold_the_questions_own_kind() -> None:
     points = centered(np.array([[1.0, 0], [0.9, 0.1], [0, 1.0]]), np.zeros(2))
     seen, unseen = nearest_scores(points, ["a", "a", "b"])
@@ -52,11 +61,8 @@ def test_nearest_scores_withhold_the_questions_own_kind() -> None:
 def test_a_threshold_is_kept_where_a_withheld_kind_does_better_with_the_member_alone() -> None:
     points, kinds = three_kinds()
     n = len(kinds)
-    # The coder alone earns 0.7 everywhere; the head's pick earns 1 on a kind it trained on
-    # and 0 on a kind withheld from its training.
-    target = np.full((n, 3), 0.1)
-    target[:, 1] = 0.7
-    target[:, 2] = 1.0
+    # The head's pick earns 1 on a kind it trained on and 0 on a kind withheld from it.
+    target = rewards(n)
     fold_picks = np.full(n, 2)
     kind_picks = np.zeros(n, dtype=int)  # SmolLM2 alone: wrong
     threshold, report = fit_threshold(points, kinds, target, 1, fold_picks, kind_picks)
@@ -75,9 +81,7 @@ def test_a_threshold_is_kept_where_a_withheld_kind_does_better_with_the_member_a
 def test_no_threshold_where_the_head_does_as_well_on_withheld_kinds() -> None:
     points, kinds = three_kinds()
     n = len(kinds)
-    target = np.full((n, 3), 0.1)
-    target[:, 1] = 0.7
-    target[:, 2] = 1.0
+    target = rewards(n)
     picks = np.full(n, 2)  # the head's pick is right whether its kind was trained or not
     threshold, report = fit_threshold(points, kinds, target, 1, picks, picks)
     assert threshold is None and report["value"] == report["head_alone"] == pytest.approx(1.0)

@@ -11,9 +11,9 @@ of a small model all point much the same way) is below `threshold` is planned wi
 the member that earned most alone in training, instead of the head's choice.
 `train/familiar_fit.py` chooses the threshold by withholding whole training kinds.
 
-The file (`familiar.npz` beside `head.json`, read with numpy, never unpickled): `center` (d,),
-`points` (n, d) unit rows, `kinds` (n,) strings, `threshold` and `fallback` (the shape as
-JSON, `Shape.to_dict`) as 0-d arrays.
+The file (`familiar.npz` beside `head.json`, policy/registry.FAMILIAR; read with numpy, never
+unpickled): `center` (d,), `points` (n, d) unit rows, `kinds` (n,) strings, `threshold` and
+`fallback` (the shape as JSON, `Shape.to_dict`) as 0-d arrays.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from conductor_cli.errors import ModelError
 from conductor_cli.policy.shapes import Shape
 from conductor_cli.problems import bare_question
 
-FILE = "familiar.npz"
 # A question's first tokens say what it asks; a long attachment-like question is cut.
 QUESTION_TOKENS = 512
 

@@ -14,6 +14,7 @@ import json
 import random
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -241,16 +242,10 @@ def humaneval_fix(doc: dict[str, Any], set_name: str, category: str) -> Problem:
             f"{set_name}: {doc['task_id']}'s bug no longer matches its code; run "
             "bench/make_fix_set.py again"
         )
-    return Problem(
+    return replace(
+        humaneval(doc, set_name, category),
         id=f"{set_name}/{doc['task_id'].split('/')[-1]}",
-        kind="code",
         question=FIX_QUESTION,
-        answer=doc["canonical_solution"],
-        category=category,
-        scorer="tests",
-        prompt=doc["prompt"],
-        test=doc["test"],
-        entry_point=doc["entry_point"],
         attachments=(("stdin", mutants.apply(source, site)),),
     )
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import re
 
-from conductor_cli.sandbox.fences import python_blocks
-
 # The words that ask for this (policy/words.py names them `test`), and what the tool says.
 TEST = "Test the code from step 0 on the examples the question shows."
 REPAIR = (
@@ -19,6 +17,7 @@ REPAIR = (
     "failed; unchanged where every test passed."
 )
 ALL_PASS = "All {n} examples pass."
+_ALL_PASSED = re.compile(re.escape(ALL_PASS).replace(re.escape("{n}"), r"\d+"))
 NO_EXAMPLES = "No examples to test: the question shows no `>>>` lines and no asserts."
 NO_CODE = "No code to test: the step it tests wrote no ```python block."
 # Asserts as MBPP shows them: whole top-level lines (one inside a function is that function's
@@ -93,15 +92,7 @@ def nothing_to_repair(report: str) -> bool:
     """Whether a test step's report leaves its code as it is: every example passed, or the
     question shows none (the run/engine keeps the code without asking the writer again)."""
     said = report.strip()
-    return said == NO_EXAMPLES or (said.startswith("All ") and said.endswith(" examples pass."))
-
-
-def code_under_test(seen: list[str]) -> str | None:
-    """The last ```python block of the outputs the test step sees."""
-    for text in reversed(seen):
-        if blocks := python_blocks(text):
-            return blocks[-1]
-    return None
+    return said == NO_EXAMPLES or _ALL_PASSED.fullmatch(said) is not None
 
 
 # The harness: the code is run first (a failure there is reported as such), then each example

@@ -78,12 +78,19 @@ def _is_program(text: str) -> bool:
     )
 
 
-def find_program(messages: tuple[dict[str, str], ...]) -> str | None:
-    """The program to run, from the step's messages (run/messages.py's layout: the steps it
-    sees as earlier assistant turns, then one user message ending with its task)."""
+def seen_program(messages: tuple[dict[str, str], ...]) -> str | None:
+    """The last ```python block of the steps it sees (the earlier assistant turns)."""
     for message in reversed(messages):
         if message["role"] == "assistant" and (found := python_blocks(message["content"])):
             return found[-1]
+    return None
+
+
+def find_program(messages: tuple[dict[str, str], ...]) -> str | None:
+    """The program to run, from the step's messages (run/messages.py's layout: the steps it
+    sees as earlier assistant turns, then one user message ending with its task)."""
+    if (seen := seen_program(messages)) is not None:
+        return seen
     last = messages[-1]["content"] if messages else ""
     if found := python_blocks(last):
         return found[-1]
@@ -167,9 +174,7 @@ class PythonTool:
     def _test(self, messages: tuple[dict[str, str], ...], shown: str) -> tuple[str, str | None]:
         """The `test` words: the code of the steps it sees, on the examples the question and
         its attachments show (tools/examples.py)."""
-        code = examples.code_under_test(
-            [m["content"] for m in messages if m["role"] == "assistant"]
-        )
+        code = seen_program(messages)
         if code is None:
             return examples.NO_CODE, None
         found = examples.examples(shown)
