@@ -165,3 +165,27 @@ def test_json_escapes_control_and_a_pipe_keeps_the_bytes(tool_run: tuple[Path, P
     assert PAYLOAD in json.loads(as_json.stdout)["answer"]  # the same value
     piped = subprocess.run([*base, str(workflow), "Show it."], capture_output=True, check=True)
     assert PAYLOAD.encode() in piped.stdout  # `> answer.txt` holds what the program wrote
+
+
+def test_extracted_code_reaches_a_terminal_as_text(tmp_path: Path) -> None:
+    """-x prints a block's bytes when piped, and on a terminal its escapes as visible text."""
+    config = tmp_path / "tool.toml"
+    config.write_text(TOOL_CONFIG, encoding="utf-8")
+    workflow = tmp_path / "wf.json"
+    block = "```python\n" + PAYLOAD + "\n```"
+    program = f"import sys; sys.stdout.write({block!r})"
+    workflow.write_text(
+        json.dumps({"steps": [{"worker": "py", "task": program, "sees": []}]}), encoding="utf-8"
+    )
+    args = ["run", "-x", "--config", str(config), str(workflow), "Show it."]
+    code, received = _in_pty(args)
+    assert code == 0, received.decode(errors="replace")[-2000:]
+    _assert_harmless(received)
+    text = received.decode("utf-8", errors="replace")
+    printed = text.rsplit("\x1b[?25h", 1)[-1]  # after the live tree: the code alone
+    assert printed.startswith("before") and "```" not in printed
+    assert "\\x1b]52;c;cHduZWQ=" in printed
+    piped = subprocess.run(
+        [sys.executable, "-m", "conductor_cli", *args], capture_output=True, text=True
+    )
+    assert piped.returncode == 0 and piped.stdout == PAYLOAD + "\n"
