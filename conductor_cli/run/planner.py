@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from conductor_cli.backends.base import Backend, Completion, Request
 from conductor_cli.errors import WorkflowError
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.user_tests import with_user_tests
 from conductor_cli.run.workflow import (
     TASK_VERBS,
     TOOL_VERBS,
@@ -37,6 +38,7 @@ class WorkerInfo:
     name: str
     description: str
     tool: bool = False  # a tool worker (tool:python): its tasks may say "Run" or "Execute"
+    runs_programs: bool = False  # a tool that runs programs (ModelSpec.runs_programs)
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,17 @@ class Conductor:
         attachments: Sequence[Attachment],
         max_steps: int,
     ) -> Plan:
+        plan = self._first_plan(question, pool, attachments, max_steps)
+        workflow = with_user_tests(plan.workflow, pool, attachments, max_steps)
+        return plan if workflow is plan.workflow else replace(plan, workflow=workflow)
+
+    def _first_plan(
+        self,
+        question: str,
+        pool: Sequence[WorkerInfo],
+        attachments: Sequence[Attachment],
+        max_steps: int,
+    ) -> Plan:
         messages = plan_messages(question, pool, attachments, max_steps)
         chooser = self.chooser
         if chooser is not None:
@@ -424,5 +437,8 @@ def worker_infos(workers: Sequence[_Described]) -> list[WorkerInfo]:
     """The pool as the conductor's planning prompt lists it (training uses the same)."""
     # Training passes config entries (WorkerConfig), whose description is the file's own.
     return [
-        WorkerInfo(w.name, w.description or default_description(w.spec), w.tool) for w in workers
+        WorkerInfo(
+            w.name, w.description or default_description(w.spec), w.tool, w.spec.runs_programs
+        )
+        for w in workers
     ]

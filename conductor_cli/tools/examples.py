@@ -7,8 +7,10 @@ act on: how many passed, and for each that failed its call, what was expected an
 
 from __future__ import annotations
 
+import ast
 import json
 import re
+from dataclasses import dataclass
 
 # The words that ask for this (policy/words.py names them `test`), and what the tool says.
 TEST = "Test the code from step 0 on the examples the question shows."
@@ -89,19 +91,128 @@ def _call_example(call: str, value: str) -> tuple[str, str] | None:
 
 
 def nothing_to_repair(report: str) -> bool:
-    """Whether a test step's report leaves its code as it is: every example passed, or the
-    question shows none (the run/engine keeps the code without asking the writer again)."""
+    """Whether a test step's report leaves its code as it is: every example and test passed,
+    or the question shows none (the run/engine keeps the code without asking the writer
+    again). The report's first line says it; the tests run are listed after."""
     said = report.strip()
-    return said == NO_EXAMPLES or _ALL_PASSED.fullmatch(said) is not None
+    first = said.split("\n", 1)[0]
+    return said == NO_EXAMPLES or _ALL_PASSED.fullmatch(first) is not None
+
+
+# An attachment as a step's message shows it (run/messages.step_messages).
+_ATTACHED = re.compile(r"^Attached (.+?):\n```\n(.*?)\n```$", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class TestFile:
+    """An attached file of tests: the user's `--file test_bug.py`."""
+
+    __test__ = False  # not a test class itself (pytest collects by the name)
+    name: str  # as attached
+    source: str
+    tests: tuple[str, ...]  # "test_a", and "TestX.test_b" for a method of a test class
+
+    @property
+    def module(self) -> str:
+        return _stem(self.name)
+
+
+def _stem(name: str) -> str:
+    return name.rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def _collected(tree: ast.Module) -> tuple[str, ...]:
+    """The tests pytest would collect without fixtures: top-level functions named test*
+    that take no argument, and test* methods of classes named Test*."""
+    found: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            if not node.args.args and not node.args.posonlyargs and not node.args.kwonlyargs:
+                found.append(node.name)
+        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
+            found.extend(
+                f"{node.name}.{m.name}"
+                for m in node.body
+                if isinstance(m, ast.FunctionDef) and m.name.startswith("test")
+            )
+    return tuple(found)
+
+
+def holds_tests(source: str) -> bool:
+    """Whether a file is tests this tool runs (a test function or a test class's method)."""
+    try:
+        return bool(_collected(ast.parse(source)))
+    except (SyntaxError, ValueError):
+        return False
+
+
+def attached(text: str) -> list[tuple[str, str]]:
+    """(name, text) of each file attached in a step's message."""
+    return [(m.group(1), m.group(2)) for m in _ATTACHED.finditer(text)]
+
+
+def code_file(text: str) -> tuple[str, str] | None:
+    """(name, source) of the first attached file that is code and not tests."""
+    for name, source in attached(text):
+        if _defined(source) and not holds_tests(source):
+            return name, source
+    return None
+
+
+def test_files(text: str) -> list[TestFile]:
+    """The attached files that hold tests: Python with a test function or test class."""
+    found = []
+    for name, source in attached(text):
+        try:
+            tests = _collected(ast.parse(source))
+        except (SyntaxError, ValueError):
+            continue
+        if tests:
+            found.append(TestFile(name, source, tests))
+    return found[:MAX_EXAMPLES]
+
+
+def _defined(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def code_modules(code: str, tests: list[TestFile], files: list[str]) -> set[str]:
+    """The modules the tests import that stand for the code under test: the attached files
+    that are not tests (`import bug` beside bug.py), and any module all of whose imported
+    names the code defines (`from solution import f` where the code defines f: a piped file
+    has no name)."""
+    others = {t.module for t in tests}
+    stems = {_stem(name) for name in files} - others
+    defined = _defined(code)
+    found: set[str] = set()
+    for t in tests:
+        for node in ast.walk(ast.parse(t.source)):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = {a.name for a in node.names}
+                if node.module in stems or (names <= defined and node.module not in others):
+                    found.add(node.module)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in stems)
+    return found
 
 
 # The harness: the code is run first (a failure there is reported as such), then each example
-# as doctest would (an expression's repr against `want`, or its printed output), and asserts.
+# as doctest would (an expression's repr against `want`, or its printed output), and asserts,
+# then each test of the attached test files. Its data comes in the lines `harness` puts first.
 _HARNESS = """
-import ast, contextlib, io, json, math, traceback
-_examples = json.loads({examples!r})
+import ast, contextlib, io, json, math, sys, traceback
 _said = lambda e: "".join(traceback.format_exception_only(type(e), e)).strip()
-_n = len(_examples)
+_n = len(_examples) + sum(len(t["tests"]) for t in _tests)
 
 
 def _same(value, got, want, is_expr):
@@ -123,9 +234,9 @@ def _same(value, got, want, is_expr):
             return False
     return value == expected
 _failed = []
-_ns = {{"__name__": "__main__"}}
+_ns = {"__name__": "__main__"}
 try:
-    exec(compile({code!r}, "code.py", "exec"), _ns)
+    exec(compile(_the_code, "code.py", "exec"), _ns)
 except BaseException as e:
     print("The code failed to load: " + _said(e))
     raise SystemExit(0)
@@ -155,14 +266,110 @@ for _source, _want in _examples:
         _failed.append(_source + "\\nfailed" + (": the left side is " + _left if _left else ""))
     except BaseException as e:
         _failed.append(">>> " + _source + "\\nraised " + _said(e))
+_ran = []
+if _tests:
+    import importlib.abc, importlib.machinery, unittest
+
+    class _TheCode(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        # The modules the tests import the code under test from (`from bug import f`).
+        def find_spec(self, name, path=None, target=None):
+            if name in _code_modules:
+                return importlib.machinery.ModuleSpec(name, self)
+            return None
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module.__dict__.update({k: v for k, v in _ns.items() if not k.startswith("__")})
+
+    sys.meta_path.insert(0, _TheCode())
+
+    def _why(e, file, source):
+        # The test's own line that failed and, for `assert a == b`, what a was.
+        tb, frame, line = e.__traceback__, None, 0
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == file:
+                frame, line = tb.tb_frame, tb.tb_lineno
+            tb = tb.tb_next
+        text = source.splitlines()[line - 1].strip() if frame is not None else ""
+        if not isinstance(e, AssertionError):
+            return (text + "\\n" if text else "") + "raised " + _said(e)
+        said = (text + "\\n" if text else "") + "failed"
+        try:
+            node = ast.parse(text).body[0]
+            test = node.test
+            if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Eq):
+                left = ast.Expression(test.left)
+                value = eval(compile(left, "assert", "eval"), frame.f_globals, frame.f_locals)
+                return said + ": the left side is " + repr(value)
+        except BaseException:
+            pass
+        return said + (": " + str(e).strip() if str(e).strip() else "")
+
+    for _t in _tests:
+        _tns = {"__name__": _t["module"]}
+        try:
+            exec(compile(_t["source"], _t["file"], "exec"), _tns)
+        except BaseException as e:
+            _n -= len(_t["tests"]) - 1
+            _failed.append(_t["file"] + " failed to load: " + _said(e))
+            _ran.append(_t["file"] + " failed to load")
+            continue
+        for _id in _t["tests"]:
+            _label = _t["file"] + "::" + _id.replace(".", "::")
+            _cls, _, _meth = _id.rpartition(".")
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    if not _cls:
+                        _tns[_id]()
+                    else:
+                        # A unittest case is made for its method and set up as unittest
+                        # would; a plain class as pytest makes one (setup_method).
+                        _unit = issubclass(_tns[_cls], unittest.TestCase)
+                        _case = _tns[_cls](_meth) if _unit else _tns[_cls]()
+                        _up = "setUp" if _unit else "setup_method"
+                        _down = "tearDown" if _unit else "teardown_method"
+                        getattr(_case, _up, lambda *a: None)(*([] if _unit else [None]))
+                        try:
+                            getattr(_case, _meth)()
+                        finally:
+                            getattr(_case, _down, lambda *a: None)(*([] if _unit else [None]))
+                _ran.append(_label + " passed")
+            except unittest.SkipTest:
+                _ran.append(_label + " skipped")
+            except BaseException as e:
+                _failed.append(_label + "\\n" + _why(e, _t["file"], _t["source"]))
+                _ran.append(_label + " failed")
 if _failed:
     print(str(_n - len(_failed)) + " of " + str(_n) + " examples pass. Failed:")
     print("\\n\\n".join(_failed))
 else:
-    print({all_pass!r}.format(n=_n))
+    print(_all_pass.format(n=_n))
+if _ran:
+    print("Tests run: " + ", ".join(_ran) + ".")
 """
 
 
-def harness(code: str, shown: list[tuple[str, str]]) -> str:
-    """The program the sandbox runs: `code`, then each example, then the report."""
-    return _HARNESS.format(examples=json.dumps(shown), code=code, all_pass=ALL_PASS)
+def harness(
+    code: str,
+    shown: list[tuple[str, str]],
+    tests: list[TestFile] | None = None,
+    files: list[str] | None = None,
+) -> str:
+    """The program the sandbox runs: `code`, then each example and each test of `tests`
+    (the modules they import `code` from stand for it; `files`: every attachment's name),
+    then the report."""
+    tests = tests or []
+    data = {
+        "_examples": shown,
+        "_tests": [
+            {"file": t.name, "module": t.module, "source": t.source, "tests": list(t.tests)}
+            for t in tests
+        ],
+    }
+    lines = [f"{name} = json.loads({json.dumps(value)!r})" for name, value in data.items()]
+    lines.append(f"_the_code = {code!r}")
+    lines.append(f"_all_pass = {ALL_PASS!r}")
+    lines.append(f"_code_modules = {sorted(code_modules(code, tests, files or []))!r}")
+    return "import json\n" + "\n".join(lines) + _HARNESS

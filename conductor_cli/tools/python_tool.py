@@ -173,17 +173,26 @@ class PythonTool:
 
     def _test(self, messages: tuple[dict[str, str], ...], shown: str) -> tuple[str, str | None]:
         """The `test` words: the code of the steps it sees, on the examples the question and
-        its attachments show (tools/examples.py)."""
-        code = seen_program(messages)
+        its attachments show and the tests of attached test files (tools/examples.py)."""
+        code, said = seen_program(messages), ""
+        tests = examples.test_files(shown)
+        if code is None and tests:
+            # The writer answered in words ("the code looks right"): the file it was given is
+            # what the user's tests judge.
+            named = examples.code_file(shown)
+            if named is not None:
+                said = f"\nThe step it tests wrote no code; {named[0]} was tested as attached."
+                code = named[1]
         if code is None:
             return examples.NO_CODE, None
         found = examples.examples(shown)
-        if not found:
+        if not found and not tests:
             return examples.NO_EXAMPLES, None
-        outcome = self.sandbox().run(examples.harness(code, found))
+        files = [name for name, _ in examples.attached(shown)]
+        outcome = self.sandbox().run(examples.harness(code, found, tests, files))
         if outcome.status == "passed" and outcome.output.strip():
-            return outcome.output.rstrip(), outcome.isolation
-        return describe(outcome, self.limits), outcome.isolation
+            return outcome.output.rstrip() + said, outcome.isolation
+        return describe(outcome, self.limits) + said, outcome.isolation
 
 
 def make(config: Config) -> PythonTool:

@@ -1,0 +1,189 @@
+"""A user's tests attached (`--file test_bug.py`, issue 69 item 3): the python tool runs them
+in the real sandbox on the code a step wrote (or on the attached file, where the writer wrote
+none) and lists each test and what it said; a planned workflow gets a test step and a repair
+step after its answer where such a file is attached."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.backends.base import Request
+from conductor_cli.policy.words import REPAIR, TEST
+from conductor_cli.run.inputs import Attachment
+from conductor_cli.run.planner import Conductor, WorkerInfo
+from conductor_cli.run.user_tests import with_user_tests
+from conductor_cli.run.workflow import Step, Workflow
+from conductor_cli.testing.fake_backend import FakeBackend
+from conductor_cli.tools import examples
+from conductor_cli.tools.python_tool import PythonTool
+
+BUG = '''def to_roman(n):
+    """Roman numeral for 1 <= n < 40."""
+    out = ""
+    for v, s in [(10, "X"), (9, "IX"), (5, "V"), (4, "IV"), (1, "I")]:
+        while n > v:
+            n -= v
+            out += s
+    return out
+'''
+FIXED = BUG.replace("n > v", "n >= v")
+TESTS = """import unittest
+from bug import to_roman
+
+
+def test_three():
+    assert to_roman(3) == "III"
+
+
+def test_with_a_fixture(tmp_path):
+    raise AssertionError("never collected: it takes a fixture")
+
+
+class TestMore(unittest.TestCase):
+    def test_four(self):
+        self.assertEqual(to_roman(4), "IV")
+
+
+class TestPlain:
+    def test_nine(self):
+        assert to_roman(9) == "IX"
+"""
+
+
+def question(tests: str = TESTS, code_name: str = "bug.py") -> str:
+    # The layout run/messages.step_messages gives attachments.
+    return (
+        f"fix this\n\nAttached {code_name}:\n```\n{BUG.rstrip()}\n```\n\n"
+        f"Attached test_bug.py:\n```\n{tests.rstrip()}\n```"
+    )
+
+
+@pytest.fixture(scope="module")
+def tool() -> PythonTool:
+    return PythonTool()
+
+
+def outcome(tool: PythonTool, written: str, asked: str) -> str:
+    messages = (
+        {"role": "user", "content": "Step 0 (coder): Answer the question."},
+        {"role": "assistant", "content": written},
+        {"role": "user", "content": f"{asked}\n\n{TEST}"},
+    )
+    return tool.complete(Request(messages, 0, 0.0, 0)).text
+
+
+def test_the_tool_runs_each_test_of_an_attached_file_and_says_what_each_said(
+    tool: PythonTool,
+) -> None:
+    said = outcome(tool, f"```python\n{BUG}```", question())
+    assert said == (
+        "0 of 3 examples pass. Failed:\n"
+        'test_bug.py::test_three\nassert to_roman(3) == "III"\n'
+        "failed: the left side is 'II'\n\n"
+        'test_bug.py::TestMore::test_four\nself.assertEqual(to_roman(4), "IV")\n'
+        "failed: 'III' != 'IV'\n- III\n+ IV\n\n"
+        'test_bug.py::TestPlain::test_nine\nassert to_roman(9) == "IX"\n'
+        "failed: the left side is 'VIII'\n"
+        "Tests run: test_bug.py::test_three failed, test_bug.py::TestMore::test_four failed, "
+        "test_bug.py::TestPlain::test_nine failed."
+    )
+    assert not examples.nothing_to_repair(said)
+    passed = outcome(tool, f"Fixed:\n```python\n{FIXED}```", question())
+    assert passed.splitlines()[0] == "All 3 examples pass."
+    assert "test_bug.py::TestPlain::test_nine passed" in passed
+    assert examples.nothing_to_repair(passed)
+
+
+def test_a_piped_file_has_no_name_so_the_names_the_code_defines_stand_for_it(
+    tool: PythonTool,
+) -> None:
+    piped = question(TESTS.replace("from bug import", "from solution import"), "stdin")
+    assert outcome(tool, f"```python\n{FIXED}```", piped).startswith("All 3 examples pass.")
+    # A module the code does not stand for stays missing, and the report says so.
+    other = TESTS.replace("from bug import to_roman", "from elsewhere import roman")
+    said = outcome(tool, f"```python\n{FIXED}```", question(other, "stdin"))
+    assert said.startswith("0 of 1 examples pass. Failed:\ntest_bug.py failed to load: ")
+    assert "No module named 'elsewhere'" in said
+
+
+def test_a_writer_that_wrote_no_code_has_the_attached_file_tested(tool: PythonTool) -> None:
+    said = outcome(tool, "The code looks right to me.", question())
+    assert said.startswith("0 of 3 examples pass.")
+    assert said.endswith("The step it tests wrote no code; bug.py was tested as attached.")
+    # Without tests attached there is nothing of the user's to judge it by: no code to test.
+    plain = "fix this\n\nAttached bug.py:\n```\n" + BUG + "```"
+    assert outcome(tool, "The code looks right to me.", plain) == examples.NO_CODE
+
+
+POOL = [
+    WorkerInfo("coder", "writes code"),
+    WorkerInfo("python", "runs programs", tool=True, runs_programs=True),
+]
+ATTACHED = (Attachment("stdin", BUG), Attachment("test_bug.py", TESTS))
+ONE = Workflow((Step("local", "Answer the question.", ()),))
+POOL_OF_CONFIG = [
+    WorkerInfo("local", "a small model"),
+    WorkerInfo("python", "runs programs", tool=True, runs_programs=True),
+]
+
+
+def test_a_plan_gets_a_test_and_a_repair_step_where_tests_are_attached() -> None:
+    got = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED, 5)
+    assert got.steps[1:] == (Step("python", TEST, (0,)), Step("local", REPAIR, (0, 1)))
+    assert got.repairs == ("tests attached (test_bug.py): python runs them on step 0's code",)
+    # No tests, no tool that runs programs, an answer by a tool, a plan that tests already,
+    # or no room under --max-steps: the plan stays as it was (the last said in the trace).
+    pool = POOL_OF_CONFIG
+    assert with_user_tests(ONE, pool, ATTACHED[:1], 5) is ONE
+    assert with_user_tests(ONE, pool[:1], ATTACHED, 5) is ONE
+    by_tool = Workflow((Step("python", "print(1)", ()),))
+    assert with_user_tests(by_tool, pool, ATTACHED, 5) is by_tool
+    assert with_user_tests(got, pool, ATTACHED, 5) is got
+    full = with_user_tests(ONE, pool, ATTACHED, 2)
+    assert full.steps == ONE.steps and "not run" in full.repairs[0]
+
+
+def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
+    # The conductor's model is scripted here: what is tested is the planner's wiring.
+    reply = json.dumps({"steps": [{"worker": "coder", "task": "Fix the file.", "sees": []}]})
+    planner = Conductor(FakeBackend(reply=reply, grammar=True), temperature=0.2, seed=0)
+    plan = planner.plan("fix this", POOL, ATTACHED, 5)
+    assert [s.task for s in plan.workflow.steps] == ["Fix the file.", TEST, REPAIR]
+    assert plan.reply == reply  # the conductor's own reply, kept as it wrote it
+    assert planner.plan("fix this", POOL, ATTACHED[:1], 5).workflow.shape == "coder"
+
+
+def test_code_that_passes_the_users_tests_is_kept_and_the_trace_lists_them(
+    tmp_path: Path, gguf_path: Path
+) -> None:
+    """The engine, the real tool and the real SmolLM2 as writer and repairer: the writer's
+    answer comes from a recorded run (as `conductor run` replays one), the tool tests it,
+    and SmolLM2 is never asked to repair code that passes."""
+    from conductor_cli.api import RunOptions, run_workflow
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.engine import StepResult
+    from conductor_cli.storage.cache import CacheMode
+
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 40\n\n'
+        '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
+        encoding="utf-8",
+    )
+    workflow = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED, 5)
+    written = f"Fixed:\n```python\n{FIXED}```"
+    recorded = StepResult(0, "local", ONE.steps[0].task, (), (), written, 0, 0, 0.0, "cache")
+    result = run_workflow(
+        workflow,
+        "fix this",
+        config=load_config(path),
+        attachments=ATTACHED,
+        keep={0: recorded},
+        options=RunOptions(CacheMode.OFF),
+    )
+    assert result.steps[1].output.startswith("All 3 examples pass.\nTests run: ")
+    assert result.steps[2].source == "kept" and result.answer == written
+    assert result.model_calls == 1  # the tool's run; SmolLM2 was not asked
