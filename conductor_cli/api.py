@@ -8,12 +8,13 @@ events go to the caller's subscriber (a view) and to the trace writer. The run i
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import InputError
@@ -29,6 +30,9 @@ from conductor_cli.runtime import Runtime, runtime_for
 from conductor_cli.storage.cache import CacheMode
 from conductor_cli.storage.trace import TraceWriter, config_secrets
 
+if TYPE_CHECKING:
+    from conductor_cli.wire import RunRequest
+
 __all__ = [
     "NO_TRACE",
     "PriorRound",
@@ -38,6 +42,7 @@ __all__ = [
     "TraceOptions",
     "ask",
     "execute",
+    "execute_request",
     "plan_question",
     "run_workflow",
 ]
@@ -216,4 +221,52 @@ def run_workflow(
         trace=trace,
         workflow_source=source,
         runtime=runtime,
+    )
+
+
+def execute_request(
+    request: RunRequest,
+    *,
+    config: Config,
+    runtime: Runtime | None = None,
+    on_event: Subscriber | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """A run as a `RunRequest` (conductor_cli.wire) says it, on `config` with the request's
+    overrides applied: the one road of `conductor ask`/`run`/`replay --live`, in this process
+    and on a server alike (a server gives its warm `runtime` and a `cancel` its client's
+    hang-up sets)."""
+    from conductor_cli.config import MAX_STEPS_LIMIT, apply_overrides
+    from conductor_cli.run.workflow import parse_workflow
+
+    config = apply_overrides(config, request.overrides)
+
+    def parsed(raw: dict[str, Any], allow_empty: bool = False) -> Workflow:
+        # Its form checked here; a worker the pool lacks is said by the run, with the way out
+        # (--worker OLD=NEW: run/execution.check_workers).
+        steps = raw.get("steps") if isinstance(raw.get("steps"), list) else []
+        named = {s.get("worker") for s in steps if isinstance(s, dict)}
+        names = [w.name for w in config.workers]
+        names += sorted(n for n in named if isinstance(n, str) and n not in names)
+        return parse_workflow(json.dumps(raw), names, MAX_STEPS_LIMIT, allow_empty=allow_empty)
+
+    options = RunOptions(
+        CacheMode(request.cache_mode),
+        stream=request.stream,
+        max_cost=request.max_cost,
+        max_calls=request.max_calls,
+        cancel=cancel,
+    )
+    source: Source = "trace" if request.source == "trace" else "model"
+    return execute(
+        request.question,
+        config=config,
+        attachments=[Attachment(name, text) for name, text in request.attachments],
+        workflow=None if request.workflow is None else parsed(request.workflow),
+        on_event=on_event,
+        options=options,
+        trace=TraceOptions(extra={"replay_of": request.replay_of} if request.replay_of else None),
+        workflow_source=source,
+        runtime=runtime,
+        prior_rounds=[PriorRound(parsed(r, allow_empty=True)) for r in request.rounds],
     )

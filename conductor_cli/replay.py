@@ -214,18 +214,22 @@ def rerun(
             f"trace {record.get('id')} has no workflow (it stopped while planning); "
             "use --resume to plan and run it."
         )
-    keep: dict[int, StepResult] = {}
-    if from_step is not None:
-        if not 0 <= from_step < len(workflow.steps):
-            raise WorkflowError(
-                f"--from-step {from_step}: the workflow has steps 0..{len(workflow.steps) - 1}."
-            )
-        missing = [i for i in range(from_step) if i not in recorded]
-        if missing:
-            raise TraceError(
-                f"--from-step {from_step}: steps {missing} never finished in the trace."
-            )
-        keep = {i: recorded[i] for i in range(from_step)}
+    if from_step is None:
+        # A fresh run of the recorded workflow: the request a server would get (one road).
+        from dataclasses import replace
+
+        from conductor_cli.api import execute_request
+
+        request = replace(live_request(record, config, mapping), stream=stream)
+        return execute_request(request, config=config, on_event=on_event, runtime=runtime)
+    if not 0 <= from_step < len(workflow.steps):
+        raise WorkflowError(
+            f"--from-step {from_step}: the workflow has steps 0..{len(workflow.steps) - 1}."
+        )
+    missing = [i for i in range(from_step) if i not in recorded]
+    if missing:
+        raise TraceError(f"--from-step {from_step}: steps {missing} never finished in the trace.")
+    keep = {i: recorded[i] for i in range(from_step)}
     later = _replayable(prior, mapping)
     return execute(
         question,

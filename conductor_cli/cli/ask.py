@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,25 +78,23 @@ def note_cuts(cfg: Any, question: str, attachments: list[Any], quiet: bool) -> N
 
 
 def run_and_show(
-    execute: Callable[..., Any],
     cfg: Any,
-    question: str,
+    request: Any,
     attachments: list[Any],
     *,
-    mode: Any,
-    max_cost: float | None,
-    max_calls: int | None,
+    loaded: Any,
     quiet: bool,
     verbose: bool,
     as_json: bool,
     endpoint: Any = None,
-    request: Any = None,
     extract: str | None = None,
 ) -> None:
-    """The part `ask` and `run` share: note any cut input, run while watched (on the server
-    at `endpoint` when there is one), show the result (`extract`: only its first or last
-    code block)."""
-    note_cuts(cfg, question, attachments, quiet)
+    """The part `ask` and `run` share: note any cut input, carry out `request` (a
+    wire.RunRequest) while watched, on the server at `endpoint` when there is one, else here
+    on the `loaded` config (api.execute_request, the server's road too), and show the result
+    (`extract`: only its first or last code block). `cfg` is the config the request's
+    overrides make, as the notes see it."""
+    note_cuts(cfg, request.question, attachments, quiet)
     if endpoint is not None:
         from conductor_cli.cli import via_server
 
@@ -109,11 +105,12 @@ def run_and_show(
         if remote is not None:
             show_result(remote, as_json=as_json, extract=extract)
             return
-    from conductor_cli.api import RunOptions
+    from dataclasses import replace
+
+    from conductor_cli.api import execute_request
 
     with watching(quiet=quiet, verbose=verbose, as_json=as_json) as (view, stream):
-        options = RunOptions(mode, stream=stream, max_cost=max_cost, max_calls=max_calls)
-        result = execute(config=cfg, attachments=attachments, on_event=view, options=options)
+        result = execute_request(replace(request, stream=stream), config=loaded, on_event=view)
     show_result(result, as_json=as_json, extract=extract)
 
 
@@ -232,33 +229,23 @@ def ask(
     # Read everything the user gave and validate the config before any model is loaded.
     attachments = read_attachments(file, no_stdin)
     path = config_path(ctx, config)
-    cfg = load_config(path)
+    loaded = cfg = load_config(path)
     endpoint = pick_endpoint(path, cfg.server, no_server, quiet=quiet)
     overrides = Overrides(conductor, tuple(worker or []), max_steps, seed, rounds)
     if endpoint is None or endpoint.socket is not None:
         # A server elsewhere (CONDUCTOR_SERVER) has its own config and checks the options.
         cfg = apply_overrides(cfg, overrides)
     run_and_show(
-        functools.partial(_ask_here, question),
         cfg,
-        question,
+        _request(question, attachments, mode, max_cost, max_calls, overrides=overrides),
         attachments,
-        mode=mode,
-        max_cost=max_cost,
-        max_calls=max_calls,
+        loaded=loaded,
         quiet=quiet,
         verbose=verbose,
         as_json=as_json,
         endpoint=endpoint,
-        request=_request(question, attachments, mode, max_cost, max_calls, overrides=overrides),
         extract=extracted,
     )
-
-
-def _ask_here(question: str, **kwargs: Any) -> Any:
-    from conductor_cli.api import ask
-
-    return ask(question, **kwargs)
 
 
 def _request(
@@ -327,23 +314,13 @@ def run(
     except WorkflowError as e:
         raise WorkflowError(f"{workflow_file}: {e}") from None
     run_and_show(
-        functools.partial(_run_here, workflow, question),
         cfg,
-        question,
+        _request(question, attachments, mode, max_cost, max_calls, workflow=workflow),
         attachments,
-        mode=mode,
-        max_cost=max_cost,
-        max_calls=max_calls,
+        loaded=cfg,
         quiet=quiet,
         verbose=verbose,
         as_json=as_json,
         endpoint=pick_endpoint(path, cfg.server, no_server, quiet=quiet),
-        request=_request(question, attachments, mode, max_cost, max_calls, workflow=workflow),
         extract=extracted,
     )
-
-
-def _run_here(workflow: Any, question: str, **kwargs: Any) -> Any:
-    from conductor_cli.api import run_workflow
-
-    return run_workflow(workflow, question, **kwargs)

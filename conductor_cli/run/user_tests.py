@@ -10,19 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.tools.examples import REPAIR, TEST, holds_tests
 
-if TYPE_CHECKING:
-    from conductor_cli.run.inputs import Attachment
-    from conductor_cli.run.planner import WorkerInfo
+
+class _Member(Protocol):
+    """A worker as the planner lists it (run/planner.WorkerInfo)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tool(self) -> bool: ...
+    @property
+    def runs_programs(self) -> bool: ...
 
 
 def with_user_tests(
     workflow: Workflow,
-    pool: Sequence[WorkerInfo],
+    pool: Sequence[_Member],
     attachments: Sequence[Attachment],
     max_steps: int,
 ) -> Workflow:

@@ -9,7 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from conductor_cli.api import RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config, with_conductor
@@ -22,7 +22,7 @@ from conductor_cli.server.openai_shapes import MODEL, BadRequest
 from conductor_cli.server.tool_loops import ToolLoops
 
 if TYPE_CHECKING:
-    from conductor_cli.server.routes import Exchange
+    from conductor_cli.server.routes import Api, Exchange
 
 
 def trained_names() -> list[str]:
@@ -88,8 +88,46 @@ def run_turn(
     return result
 
 
+def serve_api(ex: Exchange, api: Api) -> None:
+    """One request of `api`: parsed, its model checked (a 404 before any run), a run slot
+    taken for it (a 429 where none is free), answered complete or streamed; every refusal
+    in the API's own form."""
+    try:
+        request = api.parse(ex.read_json())
+        config_for(ex.app.config, request.model)
+    except BadRequest as e:
+        if api.refuse is not None:
+            api.refuse(ex, e)
+        else:
+            ex.refuse(e)
+        return
+    busy = (lambda said: api.busy(ex, said)) if api.busy is not None else None
+    with ex.slot(busy) as taken:
+        if taken:
+            (api.stream if request.stream else api.complete)(ex, request)
+
+
+class ApiRequest(Protocol):
+    """What serve_turn reads of a parsed request of any of the three APIs."""
+
+    @property
+    def model(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def attachments(self) -> Sequence[Attachment]: ...
+    @property
+    def agent(self) -> AgentTurn | None: ...
+    @property
+    def tool_types(self) -> Sequence[str]: ...
+
+
 def serve_turn(
-    handler: Exchange, request: Any, api: str, on_event: Subscriber | None, seed: int | None = None
+    handler: Exchange,
+    request: ApiRequest,
+    api: str,
+    on_event: Subscriber | None,
+    seed: int | None = None,
 ) -> RunResult:
     """One parsed request of any of the three APIs (its model, question, attachments, agent
     turn and tool types) run for `handler`'s client: a hang-up cancels it, and the tool types it

@@ -10,11 +10,7 @@ from typing import Any
 
 from conductor_cli.api import RunResult
 from conductor_cli.errors import EXIT_USAGE, ConductorError
-from conductor_cli.server.agent_runs import (
-    config_for,
-    plan_line,
-    serve_turn,
-)
+from conductor_cli.server.agent_runs import plan_line, serve_api, serve_turn
 from conductor_cli.server.openai_shapes import (
     BadRequest,
     ChatRequest,
@@ -26,30 +22,9 @@ from conductor_cli.server.openai_shapes import (
     tool_call_deltas,
     usage,
 )
-from conductor_cli.server.routes import Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route
 
 API = "chat completions"
-
-
-def answer(ex: Exchange) -> None:
-    try:
-        request = parse_chat(ex.read_json())
-        config_for(ex.app.config, request.model)  # 404 before any run
-    except BadRequest as e:
-        ex.refuse(e)
-        return
-    if not ex.take_slot():
-        return
-    try:
-        if request.stream:
-            _stream(ex, request)
-        else:
-            _complete(ex, request)
-    finally:
-        ex.app.slots.release()
-
-
-ROUTES = (Route("POST", "/v1/chat/completions", answer),)
 
 
 def _run(ex: Exchange, request: ChatRequest, on_event: Any) -> RunResult:
@@ -110,3 +85,7 @@ def _stream(ex: Exchange, request: ChatRequest) -> None:
         end["conductor_trace"] = result.trace_path.stem if result.trace_path else None
         send(end)
         ex.write(b"data: [DONE]\n\n")
+
+
+CHAT = Api(API, parse_chat, _complete, _stream)
+ROUTES = (Route("POST", "/v1/chat/completions", lambda ex: serve_api(ex, CHAT)),)

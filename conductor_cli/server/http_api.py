@@ -22,16 +22,13 @@ from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from conductor_cli.api import PriorRound, RunOptions, RunResult, TraceOptions, execute
-from conductor_cli.config.overrides import apply_overrides
-from conductor_cli.config.settings import MAX_STEPS_LIMIT, Config
+from conductor_cli.api import RunResult, execute_request
+from conductor_cli.config.settings import Config
 from conductor_cli.errors import EXIT_INTERRUPTED, ConductorError, is_interrupt
 from conductor_cli.run.events import (
     Subscriber,
     event_to_dict,
 )
-from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.server.agent_runs import trained_names
 from conductor_cli.server.app import ServerApp
 from conductor_cli.server.guard import ALLOWED_METHODS, CORS_HEADERS, RequestPolicy, refusal
@@ -41,7 +38,6 @@ from conductor_cli.server.openai_shapes import (
     models_list,
 )
 from conductor_cli.server.routes import SSE, Exchange, Route, table
-from conductor_cli.storage.cache import CacheMode
 from conductor_cli.wire import RUNS_PATH, STATUS_PATH, STOP_PATH, RunRequest
 
 MAX_BODY_BYTES = 8 << 20
@@ -158,36 +154,11 @@ class LocalSocketServer(_Listener, ThreadingMixIn, UnixStreamServer):
 def run_request(
     app: ServerApp, request: RunRequest, on_event: Subscriber, cancel: threading.Event
 ) -> RunResult:
-    """Carry out a CLI's run request as `conductor ask`/`run` would in-process."""
+    """Carry out a CLI's run request as `conductor ask`/`run` would in-process (the same road,
+    api.execute_request), on the server's warm runtime."""
     with app.lease(cancel) as (config, runtime):
-        config = apply_overrides(config, request.overrides)
-        workflow = None
-        names = [w.name for w in config.workers]
-        if request.workflow is not None:
-            workflow = parse_workflow(json.dumps(request.workflow), names, MAX_STEPS_LIMIT)
-        prior = [
-            PriorRound(parse_workflow(json.dumps(r), names, MAX_STEPS_LIMIT, allow_empty=True))
-            for r in request.rounds
-        ]
-        options = RunOptions(
-            CacheMode(request.cache_mode),
-            stream=request.stream,
-            max_cost=request.max_cost,
-            max_calls=request.max_calls,
-            cancel=cancel,
-        )
-        extra = {"replay_of": request.replay_of} if request.replay_of else None
-        return execute(
-            request.question,
-            config=config,
-            attachments=[Attachment(n, t) for n, t in request.attachments],
-            workflow=workflow,
-            on_event=on_event,
-            options=options,
-            trace=TraceOptions(extra=extra),
-            workflow_source=request.source,  # type: ignore[arg-type]
-            runtime=runtime,
-            prior_rounds=prior,
+        return execute_request(
+            request, config=config, runtime=runtime, on_event=on_event, cancel=cancel
         )
 
 
@@ -353,18 +324,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._body_read = True
         return parse_body(raw)
 
-    def take_slot(self) -> bool:
-        if self.app.slots.acquire(blocking=False):
-            return True
-        self.send_json(
-            HTTPStatus.TOO_MANY_REQUESTS,
-            error_body(
-                f"{self.app.max_runs} runs are under way (server.max_concurrent_runs)",
-                "rate_limit",
-            ),
-            {"Retry-After": "1"},
-        )
-        return False
+    @contextlib.contextmanager
+    def slot(self, busy: Callable[[str], None] | None = None) -> Iterator[bool]:
+        if not self.app.slots.acquire(blocking=False):
+            said = f"{self.app.max_runs} runs are under way (server.max_concurrent_runs)"
+            if busy is not None:
+                busy(said)
+            else:
+                headers = {"Retry-After": "1"}
+                self.send_json(
+                    HTTPStatus.TOO_MANY_REQUESTS, error_body(said, "rate_limit"), headers
+                )
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.app.slots.release()
 
     @contextlib.contextmanager
     def watched(self) -> Iterator[threading.Event]:
@@ -522,9 +498,9 @@ def _cli_run(ex: Exchange) -> None:
             "permission_error",
         )
         return
-    if not ex.take_slot():
-        return
-    try:
+    with ex.slot() as taken:
+        if not taken:
+            return
         ex.start_stream("application/x-ndjson")
         lock = threading.Lock()
 
@@ -550,8 +526,6 @@ def _cli_run(ex: Exchange) -> None:
                 send({"error": "interrupted", "exit_code": EXIT_INTERRUPTED})
             else:
                 send({"result": result.to_dict()})
-    finally:
-        ex.app.slots.release()
 
 
 ROUTES = (

@@ -11,11 +11,7 @@ from typing import Any
 
 from conductor_cli.api import RunResult
 from conductor_cli.errors import ConductorError
-from conductor_cli.server.agent_runs import (
-    config_for,
-    plan_line,
-    serve_turn,
-)
+from conductor_cli.server.agent_runs import plan_line, serve_api, serve_turn
 from conductor_cli.server.messages_shapes import (
     MessagesRequest,
     content_blocks,
@@ -30,7 +26,7 @@ from conductor_cli.server.messages_shapes import (
     usage,
 )
 from conductor_cli.server.openai_shapes import BadRequest
-from conductor_cli.server.routes import Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route
 
 HEARTBEAT_S = 5.0
 API = "messages"
@@ -43,40 +39,18 @@ def _refuse(ex: Exchange, e: BadRequest) -> None:
     ex.send_json(e.status, error_body(str(e), kind), close)
 
 
+def _busy(ex: Exchange, said: str) -> None:
+    """Every run slot taken, in Anthropic's form."""
+    ex.send_json(
+        HTTPStatus.TOO_MANY_REQUESTS, error_body(said, "rate_limit_error"), {"Retry-After": "1"}
+    )
+
+
 def tokens(ex: Exchange) -> None:
     try:
         ex.send_json(HTTPStatus.OK, count_tokens(ex.read_json()))
     except BadRequest as e:
         _refuse(ex, e)
-
-
-def answer(ex: Exchange) -> None:
-    try:
-        request = parse_messages(ex.read_json())
-        config_for(ex.app.config, request.model)  # 404 before any run
-    except BadRequest as e:
-        _refuse(ex, e)
-        return
-    if not ex.app.slots.acquire(blocking=False):
-        ex.send_json(
-            HTTPStatus.TOO_MANY_REQUESTS,
-            error_body(f"{ex.app.max_runs} runs are under way", "rate_limit_error"),
-            {"Retry-After": "1"},
-        )
-        return
-    try:
-        if request.stream:
-            _Stream(ex, request).run()
-        else:
-            _complete(ex, request)
-    finally:
-        ex.app.slots.release()
-
-
-ROUTES = (
-    Route("POST", "/v1/messages", answer),
-    Route("POST", "/v1/messages/count_tokens", tokens),
-)
 
 
 def _run(ex: Exchange, request: MessagesRequest, on_event: Any) -> RunResult:
@@ -182,3 +156,14 @@ class _Stream:
             }
         )
         self.send({"type": "message_stop"})
+
+
+def _stream(ex: Exchange, request: MessagesRequest) -> None:
+    _Stream(ex, request).run()
+
+
+MESSAGES = Api(API, parse_messages, _complete, _stream, refuse=_refuse, busy=_busy)
+ROUTES = (
+    Route("POST", "/v1/messages", lambda ex: serve_api(ex, MESSAGES)),
+    Route("POST", "/v1/messages/count_tokens", tokens),
+)

@@ -16,8 +16,8 @@ from conductor_cli.server.openai_shapes import (
     BadRequest,
     _invalid,
     _shown,
-    function_tools,
     parts_text,
+    read_tools,
 )
 
 # Blocks a worker cannot read (images, documents, a model's own thinking): left out.
@@ -115,27 +115,12 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
-    """Client tools ({"name", "description", "input_schema"}) in the chat form; the types of
-    server tools (web search, code execution), which cannot run here."""
-    tools = body.get("tools")
-    if tools is None:
-        return (), ()
-    if not isinstance(tools, list):
-        raise _invalid("tools", "a list of tools", tools)
-    chat, others = [], set()
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict):
-            raise _invalid(f"tools[{i}]", "a tool object", tool)
-        kind = tool.get("type", "custom")
-        if kind != "custom":
-            others.add(str(kind))
-            continue
-        function = {"name": tool.get("name"), "parameters": tool.get("input_schema")}
-        if tool.get("description"):
-            function["description"] = tool["description"]
-        chat.append({"type": "function", "function": function})
-    return function_tools(chat), tuple(sorted(others))
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A client tool ({"name", "description", "input_schema"}) as a chat function."""
+    function = {"name": tool.get("name"), "parameters": tool.get("input_schema")}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return function
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -171,7 +156,7 @@ def parse_messages(body: Any) -> MessagesRequest:
         for i, m in enumerate(messages)
         if i != last and isinstance(m.get("content"), str) and m["content"].strip()
     )
-    tools, others = _tools(body)
+    tools, others = read_tools(body, "custom", _function, default_type="custom")
     choice = _tool_choice(body.get("tool_choice"))
     agent = AgentTurn(tools, tuple(messages), choice) if tools and choice != "none" else None
     return MessagesRequest(

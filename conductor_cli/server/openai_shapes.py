@@ -232,6 +232,34 @@ def function_tools(tools: Any, where: str = "tools") -> tuple[dict[str, Any], ..
     return tuple(kept)
 
 
+def read_tools(
+    body: dict[str, Any],
+    function_type: str,
+    to_function: Callable[[dict[str, Any]], dict[str, Any]],
+    default_type: str | None = None,
+) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
+    """An API's `tools` (the Messages and Responses APIs): the client's own tools (type
+    `function_type`, or untyped where `default_type` says so) in the chat form that
+    `to_function` makes of each, checked as chat completions checks them; and the other
+    types' names (a provider's built-ins: web search, code execution), which cannot run
+    here."""
+    tools = body.get("tools")
+    if tools is None:
+        return (), ()
+    if not isinstance(tools, list):
+        raise _invalid("tools", "a list of tools", tools)
+    chat, others = [], set()
+    for i, tool in enumerate(tools):
+        kind = tool.get("type", default_type) if isinstance(tool, dict) else None
+        if not isinstance(kind, str):
+            raise _invalid(f"tools[{i}]", "an object with a 'type'", tool)
+        if kind != function_type:
+            others.add(kind)
+            continue
+        chat.append({"type": "function", "function": to_function(tool)})
+    return function_tools(chat), tuple(sorted(others))
+
+
 def other_tool_types(tools: Any) -> list[str]:
     """The types of the request's tools that are not functions (left out, said in the log)."""
     if not isinstance(tools, list):

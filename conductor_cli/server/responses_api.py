@@ -11,12 +11,7 @@ from typing import Any
 
 from conductor_cli.api import RunResult
 from conductor_cli.errors import ConductorError
-from conductor_cli.server.agent_runs import (
-    config_for,
-    plan_line,
-    serve_turn,
-)
-from conductor_cli.server.openai_shapes import BadRequest
+from conductor_cli.server.agent_runs import plan_line, serve_api, serve_turn
 from conductor_cli.server.responses_shapes import (
     ResponsesRequest,
     call_item,
@@ -27,31 +22,10 @@ from conductor_cli.server.responses_shapes import (
     response,
     sse,
 )
-from conductor_cli.server.routes import Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route
 
 HEARTBEAT_S = 5.0  # between `response.in_progress` events until the answer starts
 API = "responses"
-
-
-def answer(ex: Exchange) -> None:
-    try:
-        request = parse_responses(ex.read_json())
-        config_for(ex.app.config, request.model)  # 404 before any run
-    except BadRequest as e:
-        ex.refuse(e)
-        return
-    if not ex.take_slot():
-        return
-    try:
-        if request.stream:
-            _Stream(ex, request).run()
-        else:
-            _complete(ex, request)
-    finally:
-        ex.app.slots.release()
-
-
-ROUTES = (Route("POST", "/v1/responses", answer),)
 
 
 def _run(ex: Exchange, request: ResponsesRequest, on_event: Any) -> RunResult:
@@ -203,3 +177,11 @@ class _Stream:
             output.append(item)
         done = self._state("completed", output, totals=result.totals(), extra=_extra(result))
         self.send({"type": "response.completed", "response": done})
+
+
+def _stream(ex: Exchange, request: ResponsesRequest) -> None:
+    _Stream(ex, request).run()
+
+
+RESPONSES = Api(API, parse_responses, _complete, _stream)
+ROUTES = (Route("POST", "/v1/responses", lambda ex: serve_api(ex, RESPONSES)),)

@@ -18,8 +18,8 @@ from conductor_cli.server.openai_shapes import (
     BadRequest,
     _invalid,
     _shown,
-    function_tools,
     parts_text,
+    read_tools,
 )
 
 # Item types that carry nothing a worker can use (a model's own reasoning): left out.
@@ -131,25 +131,9 @@ _ITEM_READERS = {
 }
 
 
-def _tools(body: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...], tuple[str, ...]]:
-    """The Responses API's function tools ({"type": "function", "name", "parameters"}) in the
-    chat form; the other types' names."""
-    tools = body.get("tools")
-    if tools is None:
-        return (), ()
-    if not isinstance(tools, list):
-        raise _invalid("tools", "a list of tools", tools)
-    chat, others = [], set()
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise _invalid(f"tools[{i}]", "an object with a 'type'", tool)
-        if tool["type"] != "function":
-            others.add(tool["type"])
-            continue
-        function = {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
-        chat.append({"type": "function", "function": function})
-    checked = function_tools(chat)  # names and parameters checked as chat completions does
-    return checked, tuple(sorted(others))
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    """A function tool ({"type": "function", "name", "parameters"}) as a chat function."""
+    return {k: v for k, v in tool.items() if k in ("name", "description", "parameters")}
 
 
 def _tool_choice(choice: Any) -> Any:
@@ -187,7 +171,7 @@ def parse_responses(body: Any) -> ResponsesRequest:
         for i, (role, text) in enumerate(texts)
         if i != last and text.strip()
     )
-    tools, others = _tools(body)
+    tools, others = read_tools(body, "function", _function)
     choice = _tool_choice(body.get("tool_choice"))
     agent = AgentTurn(tools, tuple(messages), choice) if tools and choice != "none" else None
     echo = {

@@ -56,8 +56,10 @@ class Exchange(Protocol):
         """A refused request in OpenAI's form (the field it names, its status)."""
         ...
 
-    def take_slot(self) -> bool:
-        """One of the server's run slots, or a 429 sent and False."""
+    def slot(self, busy: Callable[[str], None] | None = None) -> AbstractContextManager[bool]:
+        """One of the server's run slots for the `with` block, released after it: True; or,
+        with every slot taken, a 429 sent (in OpenAI's form, or by `busy` given its
+        message) and False."""
         ...
 
     def start_stream(self, content_type: str = SSE) -> None:
@@ -71,6 +73,21 @@ class Exchange(Protocol):
     def watched(self) -> AbstractContextManager[Event]:
         """A cancel flag that the client's hang-up sets, for one run."""
         ...
+
+
+@dataclass(frozen=True)
+class Api:
+    """What makes one of the server's run APIs (chat completions, responses, messages), for
+    server/agent_runs.serve_api: its body parsed into a request (a `model`, a `stream`
+    flag), the answer complete or streamed, and refusals in its own error form (OpenAI's
+    where None)."""
+
+    name: str
+    parse: Callable[[Any], Any]  # the body as JSON -> the request; raises BadRequest
+    complete: Callable[[Exchange, Any], None]
+    stream: Callable[[Exchange, Any], None]
+    refuse: Callable[[Exchange, BadRequest], None] | None = None
+    busy: Callable[[Exchange, str], None] | None = None  # a 429 saying its message
 
 
 @dataclass(frozen=True)
