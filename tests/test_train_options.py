@@ -61,3 +61,55 @@ def test_every_field_but_a_few_is_an_option_of_train() -> None:
     for record in (HeadOptions, LoraOptions, TrainOptions):
         missing = {f.name for f in fields(record)} - params - no_option
         assert not missing, (record.__name__, missing)
+
+
+def test_each_options_default_is_its_records_default() -> None:
+    """A default is written twice (the typer parameter and the record field): they agree."""
+    import inspect
+    from dataclasses import MISSING
+
+    from conductor_cli.cli.train_cmd import train_cmd
+
+    params = inspect.signature(train_cmd).parameters
+    compared = 0
+    for record in (HeadOptions, LoraOptions, TrainOptions):
+        for f in fields(record):
+            # --shapes is read from one string ("a; b") into the record's tuple.
+            if f.name in params and f.default is not MISSING and f.name != "shapes":
+                assert params[f.name].default == f.default, (record.__name__, f.name)
+                compared += 1
+    assert compared >= 25
+
+
+def test_an_option_the_method_or_engine_does_not_read_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    from conductor_cli.config.settings import Config
+    from conductor_cli.errors import InputError
+
+    base = TrainOptions(name="t", dataset="mcq")
+    samples = replace(base, lora=replace(base.lora, samples=5))
+    with pytest.raises(InputError, match=r"^--samples 5: only --engine ours and --engine trl "
+                       r"read it; leave it out with --method head$"):  # fmt: skip
+        train.train(Config(), [], samples, "head")
+    tasks = replace(
+        base, head=replace(base.head, tasks="fixed"), lora=replace(base.lora, engine="trl")
+    )
+    with pytest.raises(InputError, match=r"^--tasks fixed: only the head method reads it; leave "
+                       r"it out with --method grpo --engine trl$"):  # fmt: skip
+        train.train(Config(), [], tasks, "grpo")
+    calls = replace(base, head=replace(base.head, max_calls=5, dry_run=True))
+    with pytest.raises(InputError, match=r"^--max-calls 5: only the head method and --engine trl "
+                       r"read it; leave it out with --method grpo --engine ours$"):  # fmt: skip
+        train.train(Config(), [], calls, "grpo")
+
+    # A new method says what it reads in its entry; the rest is refused for it alike.
+    def never_called_fake(*_: Any) -> dict[str, Any]:
+        raise AssertionError("an option it does not read was given")
+
+    entry = train.Method("distill", "made up", never_called_fake, frozenset({"samples"}))
+    monkeypatch.setitem(train.TRAINERS, "distill", entry)
+    with pytest.raises(InputError, match=r"^--dry-run: only the head method .* --method distill$"):
+        train.train(Config(), [], replace(base, head=replace(base.head, dry_run=True)), "distill")

@@ -153,7 +153,7 @@ def info(
         if as_json:
             typer.echo(json.dumps(trained.record, indent=2))
             return
-        from conductor_cli.cli.train_cmd import summary
+        from conductor_cli.cli.train_summary import summary
 
         typer.echo(summary(trained.record))
         typer.echo(f"  files: {trained.directory}")

@@ -48,14 +48,25 @@ def _lora(
     method: str,
     data_file: Path | None,
     on_progress: OnProgress,
-) -> dict[str, Any]:
-    if options.lora.engine == "trl":
-        return _trl(config, problems, options, method, data_file, on_progress)
-    if options.lora.engine != "ours":
+) -> dict[str, Any] | None:
+    """The LoRA methods, on the engine --engine names (ENGINES)."""
+    engine = ENGINES.get(options.lora.engine)
+    if engine is None:
         from conductor_cli.errors import InputError
 
-        raise InputError(f"--engine {options.lora.engine!r}: use ours or trl")
-    _refuse_head_options(options, method)
+        raise InputError(f"--engine {options.lora.engine!r}: use {' or '.join(ENGINES)}")
+    refuse_foreign(options, engine.reads, f"--method {method} --engine {engine.name}")
+    return engine.run(config, problems, options, method, data_file, on_progress)
+
+
+def _ours(
+    config: Config,
+    problems: list[Problem],
+    options: TrainOptions,
+    method: str,
+    data_file: Path | None,
+    on_progress: OnProgress,
+) -> dict[str, Any]:
     from conductor_cli.train.lora_method import train_lora
 
     return train_lora(
@@ -74,14 +85,6 @@ def _trl(
     """GRPO or expert iteration on TRL (trl_engine.py), one process or several under
     `accelerate launch`; its budget (--max-calls, --max-cost) holds for all processes
     together."""
-    from conductor_cli.errors import InputError
-
-    head = options.head
-    if head.tasks is not None or head.rounds != 1 or head.dry_run:
-        raise InputError(
-            "--tasks, --rounds and --dry-run are the head method's; leave them out with "
-            "--engine trl"
-        )
     from conductor_cli.train.trl_engine import train_trl
 
     return train_trl(
@@ -89,32 +92,34 @@ def _trl(
     )
 
 
-def _refuse_head_options(options: TrainOptions, method: str) -> None:
-    """Options only the head method reads, refused by name rather than ignored."""
-    from conductor_cli.errors import InputError
+# The options each record holds (train/shared.py): a method or engine reads some of them.
+HEAD_OPTIONS = frozenset(
+    ("generations", "pca_dims", "tasks", "rounds", "search", "policy", "shapes", "step_cost",
+     "learn_words", "max_calls", "max_cost", "dry_run")
+)  # fmt: skip
+LORA_OPTIONS = frozenset(
+    ("iterations", "samples", "steps", "questions_per_step", "eval_every", "learning_rate",
+     "epochs", "rank", "explore", "device", "engine")
+)  # fmt: skip
 
-    head = options.head
-    if head.tasks is not None:
-        raise InputError(
-            f"--tasks {head.tasks}: only the head method fixes the words; the LoRA methods "
-            "train the conductor that writes them (leave --tasks out)"
-        )
-    if head.rounds != 1:
-        raise InputError(
-            f"--rounds {head.rounds}: only the head method learns rounds (when to keep the "
-            "team's answer); leave --rounds out with --method " + method
-        )
-    if head.shapes:
-        raise InputError(
-            "--shapes names the workflows the head method chooses among; the LoRA methods "
-            f"sample workflows from the conductor (leave --shapes out with --method {method})"
-        )
-    if head.max_calls is not None or head.max_cost is not None or head.dry_run:
-        raise InputError(
-            "--max-calls, --max-cost and --dry-run budget the head method's training; the LoRA "
-            f"methods sample as many workflows as --samples says (leave them out with --method "
-            f"{method})"
-        )
+
+@dataclass(frozen=True)
+class Engine:
+    """Where the LoRA methods train: one entry each (the CLI's --engine)."""
+
+    name: str
+    run: Trainer
+    reads: frozenset[str]  # the options of HEAD_OPTIONS and LORA_OPTIONS it reads
+
+
+ENGINES: dict[str, Engine] = {
+    e.name: e
+    for e in (
+        Engine("ours", _ours, LORA_OPTIONS),
+        # TRL's run keeps the head method's budget for all its processes together.
+        Engine("trl", _trl, LORA_OPTIONS | {"max_calls", "max_cost"}),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -124,6 +129,9 @@ class Method:
     name: str
     about: str  # one line: the CLI's --method help is made of these
     run: Trainer
+    # The options of HEAD_OPTIONS and LORA_OPTIONS it reads; any other given is refused by
+    # name (refuse_foreign), not ignored. None: its run decides (the LoRA methods, by engine).
+    reads: frozenset[str] | None = None
 
 
 # Measured here (README, "Train your conductor"): the head learns routing on 2 cores in
@@ -133,7 +141,7 @@ TRAINERS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("head", "a head on the conductor's hidden state picks the workflow (no torch)",
-               _head),
+               _head, HEAD_OPTIONS),
         Method("expert-iteration", "a LoRA on the conductor's weights, fit to its right "
                "workflows (torch)", _lora),
         Method("grpo", "a LoRA on the conductor's weights, by group-relative advantage (torch)",
@@ -141,6 +149,40 @@ TRAINERS: dict[str, Method] = {
     )
 }  # fmt: skip
 METHODS = tuple(TRAINERS)
+
+
+def _readers(option: str) -> list[str]:
+    """Who reads `option`: the methods and engines whose entries name it."""
+    methods = [f"the {m.name} method" for m in TRAINERS.values() if m.reads and option in m.reads]
+    return methods + [f"--engine {e.name}" for e in ENGINES.values() if option in e.reads]
+
+
+def refuse_foreign(options: TrainOptions, reads: frozenset[str], where: str) -> None:
+    """Options set away from their defaults that `where` (a method, an engine) does not
+    read: one InputError naming the first, who reads it, and what to leave out."""
+    from dataclasses import fields
+
+    from conductor_cli.errors import InputError
+
+    for record in (options.head, options.lora):
+        default = type(record)()
+        for f in fields(record):
+            value = getattr(record, f.name)
+            if f.name in reads or value == getattr(default, f.name):
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            shown = (
+                ""
+                if isinstance(value, bool)
+                else " " + repr("; ".join(value))
+                if isinstance(value, tuple)
+                else f" {value}"
+            )
+            readers = _readers(f.name)
+            verb = "reads" if len(readers) == 1 else "read"
+            raise InputError(
+                f"{flag}{shown}: only {' and '.join(readers)} {verb} it; leave it out with {where}"
+            )
 
 
 def method_help() -> str:
@@ -163,6 +205,8 @@ def train(
         from conductor_cli.errors import InputError
 
         raise InputError(f"--method {method!r}: use one of {', '.join(TRAINERS)}")
+    if trainer.reads is not None:
+        refuse_foreign(options, trainer.reads, f"--method {method}")
     report = on_progress or (lambda p: None)
     return trainer.run(config, problems, options, method, data_file, report)
 
@@ -178,8 +222,10 @@ _EXPORTS = {
     "TrainOptions": "shared",
 }
 __all__ = [
+    "ENGINES",
     "METHODS",
     "TRAINERS",
+    "Engine",
     "HeadOptions",
     "LoraOptions",
     "Method",
@@ -189,6 +235,7 @@ __all__ = [
     "launch_processes",
     "method_help",
     "note_exit",
+    "refuse_foreign",
     "train",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
