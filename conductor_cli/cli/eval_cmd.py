@@ -17,15 +17,14 @@ from conductor_cli.cli.common import (
     config_path,
     handle_errors,
 )
+from conductor_cli.evals.strategies import strategies_help
 
 # The command's options, one alias each, so the command reads as its list of parameters.
 StrategiesOption = Annotated[
     str | None,
     typer.Option(
         "--strategies",
-        help="Comma-separated: conductor[:NAME], single[:W], vote[:W], moa, router, "
-        "knn-router[:vote], oracle (default: all; conductor:NAME plans with the trained "
-        "conductor NAME).",
+        help=strategies_help(),
         show_default=False,
     ),
 ]

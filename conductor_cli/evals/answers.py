@@ -499,17 +499,8 @@ def program_for(code: str, problem: Problem) -> str:
 # --- voting -----------------------------------------------------------------------------------
 
 
-def vote_key(problem: Problem, extracted: str) -> str:
-    """What majority voting compares: answers that mean the same get the same key."""
-    if problem.kind == "mcq":
-        return extracted.strip().upper()
-    if problem.kind == "code":
-        return _code_key(extracted)
-    entry = QA_SCORERS.get(problem.scorer)
-    return entry.vote_key(extracted) if entry is not None else normalize_text(extracted)
-
-
-def _code_key(code: str) -> str:
+def code_key(code: str) -> str:
+    """Code as votes compare it: what it means, not its comments or spacing."""
     try:
         # Unparsing drops comments, blank lines and spacing but keeps the meaning.
         return ast.unparse(ast.parse(textwrap.dedent(code)))

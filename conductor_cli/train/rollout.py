@@ -14,6 +14,7 @@ from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import BudgetError, ConductorError
 from conductor_cli.evals import scoring
+from conductor_cli.evals.kinds import runs_code
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.inputs import Attachment
@@ -68,7 +69,7 @@ class Runner:
     def __init__(self, config: Config, problems: Sequence[Problem]) -> None:
         self.config = config
         self.runtime = Runtime(config)
-        self.sandbox = Sandbox() if any(p.kind == "code" for p in problems) else None
+        self.sandbox = Sandbox() if runs_code(problems) else None
 
     def run(
         self,
