@@ -15,7 +15,7 @@ from conductor_cli.cli.safe_text import visible
 from conductor_cli.cli.signals import during_command
 from conductor_cli.cli.typer_compat import ClickException, get_current_context
 from conductor_cli.errors import EXIT_INTERRUPTED, EXIT_RUN_FAILED, ConductorError, is_interrupt
-from conductor_cli.evals.datasets import datasets_help
+from conductor_cli.evals import datasets_help
 
 F = TypeVar("F", bound=Callable[..., Any])
 

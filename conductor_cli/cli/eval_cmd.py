@@ -17,7 +17,7 @@ from conductor_cli.cli.common import (
     config_path,
     handle_errors,
 )
-from conductor_cli.evals.strategies import strategies_help
+from conductor_cli.evals import strategies_help
 
 # The command's options, one alias each, so the command reads as its list of parameters.
 StrategiesOption = Annotated[

@@ -16,17 +16,21 @@ _EXPORTS = {
     "EvalRequest": "eval_job",
     "open_eval": "eval_job",
     "trained_notes": "strategies",
+    "strategies_help": "strategies",
+    "datasets_help": "datasets",
 }
 __all__ = [
     "DATASET_KINDS",
     "QA_SCORERS",
     "EvalRequest",
+    "datasets_help",
     "export_grpo",
     "load_dataset",
     "open_eval",
     "plot",
     "report",
     "select",
+    "strategies_help",
     "trained_notes",
 ]
 __getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -212,7 +212,7 @@ class Derivation:
 class StrategyKind:
     """One kind of strategy, everything an eval knows of it in one entry: how it is written
     and expanded, and how it is answered: `solve` for one that calls models ("module:function",
-    a function of (evals/runner.Solver, strategy, problem) -> Result, imported when first
+    a function of (evals/pairs.Solver, strategy, problem) -> Result, imported when first
     used), or `derive` for one computed from the stored results of others."""
 
     name: str

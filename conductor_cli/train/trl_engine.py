@@ -92,7 +92,7 @@ class _Rollouts:
     options: TrainOptions
     problems: dict[str, Problem]
     base_spec: str
-    policy: Any  # train/policy.Policy: its peft model is the one TRL trains
+    policy: Any  # train/lora_model.Policy: its peft model is the one TRL trains
     work: Path
     rank: int
     budget: SharedBudget
