@@ -7,6 +7,7 @@ hosted providers are only checked for their key (`conductor workers test` calls 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import shutil
@@ -224,16 +225,43 @@ def mcp_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> 
 
 
 def litellm_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float) -> Check:
-    """Its key set and its endpoint answering; no model is called (`workers test` does)."""
+    """Its key set, its endpoint answering, and whether its first call waits: an
+    OpenAI-compatible endpoint is called directly (ready at once); another provider goes
+    through litellm's helper, whose import a process waits for unless a server keeps it
+    ready. No model is called (`workers test` does)."""
+    from conductor_cli.backends.openai_compat import served_directly
+
     if w.api_key_env and not os.environ.get(w.api_key_env):
         return Check(what, "fail", f"{w.api_key_env} is not set; export it")
+    direct = served_directly(w.spec.name, w.api_base)
+    if not direct and importlib.util.find_spec("litellm") is None:
+        return Check(what, "fail", f"{w.model} needs litellm, which is not installed")
+    ready = "ready at once: called directly" if direct else _helper_readiness(config)
     if w.api_base:
         why = _probe(w.api_base, timeout_s)
         if why:
             return Check(what, "fail", f"{w.api_base} unreachable: {why}")
-        return Check(what, "ok", f"{w.model} at {w.api_base} answers")
+        return Check(what, "ok", f"{w.model} at {w.api_base} answers; {ready}")
     key = f"key in {w.api_key_env}" if w.api_key_env else "no key configured"
-    return Check(what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it)")
+    return Check(
+        what, "ok", f"{w.model} ({key}; `conductor workers test {w.name}` calls it); {ready}"
+    )
+
+
+def _helper_readiness(config: Config) -> str:
+    """Where a litellm worker's first call waits: on a running server's helper (ready or
+    not), else on importing litellm in the process that runs it (seconds)."""
+    from conductor_cli.server import daemon
+
+    status = daemon.server_status(config.source)
+    helper = ((status or {}).get("remote") or {}).values()
+    said = next((s for s in helper if s.startswith("litellm ")), None)
+    if said is not None:
+        return f"through litellm on the running server: {said.removeprefix('litellm ')}"
+    return (
+        "through litellm: a process's first call waits for its import (3-7 s); "
+        "`conductor serve` keeps it ready"
+    )
 
 
 def _sandbox() -> list[Check]:

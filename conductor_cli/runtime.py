@@ -16,9 +16,11 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from conductor_cli.backends import price_map
 from conductor_cli.backends.base import Backend, Request
 from conductor_cli.backends.litellm import LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.openai_compat import served_directly
 from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.disk import paths
@@ -40,6 +42,12 @@ Lookup = Callable[[str], list[float] | None]
 CONDUCTOR_LABEL = "conductor"  # the budget's name for the conductor's calls
 
 
+def price_lookup(model: str, api_base: str | None, helper: Lookup) -> Lookup:
+    """Where a remote model's price is read: litellm's list as a file for an endpoint called
+    directly (its first call's cost waits for no import), else litellm's helper."""
+    return price_map.rates if served_directly(model, api_base) else helper
+
+
 def worker_pricing(wc: WorkerConfig, lookup: Lookup) -> Pricing:
     spec = wc.spec
     return Pricing(
@@ -47,13 +55,15 @@ def worker_pricing(wc: WorkerConfig, lookup: Lookup) -> Pricing:
         local=not spec.remote,  # a GGUF or a tool costs nothing a call
         input_per_mtok=wc.input_cost_per_mtok,
         output_per_mtok=wc.output_cost_per_mtok,
-        lookup=lookup,
+        lookup=price_lookup(spec.name, wc.api_base, lookup),
     )
 
 
 def conductor_pricing(config: Config, lookup: Lookup) -> Pricing:
-    spec = config.conductor.spec
-    return Pricing(spec.name, local=spec.local, lookup=lookup)
+    c = config.conductor
+    return Pricing(
+        c.spec.name, local=c.spec.local, lookup=price_lookup(c.spec.name, c.api_base, lookup)
+    )
 
 
 class Choosers:

@@ -70,7 +70,28 @@ def server(gguf_path: Path) -> Iterator[str]:
     proc.wait(timeout=30)
 
 
+def test_a_provider_litellm_translates_is_called_through_litellm(
+    server: str, tmp_path: Path
+) -> None:
+    """`hosted_vllm/` is litellm's (an OpenAI-compatible server under another provider's
+    name): not called directly, it goes through litellm's helper, for real."""
+    config = tmp_path / "vllm.toml"
+    config.write_text(
+        "[conductor]\nmax_steps = 1\n\n"
+        f'[[workers]]\nname = "served"\nmodel = "hosted_vllm/smol"\napi_base = "{server}"\n'
+        "max_tokens = 24\n",
+        encoding="utf-8",
+    )
+    proc = run_cli("ask", "--config", str(config), "--json", "Say hello.")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["answer"].strip()
+    assert all(s["tokens_in"] > 0 and s["tokens_out"] > 0 for s in doc["steps"])
+
+
 def test_worker_through_litellm(server: str, tmp_path: Path) -> None:
+    """`openai/NAME` at an api_base: called directly (backends/openai_compat.py), the same
+    worker as through litellm."""
     config = tmp_path / "served.toml"
     config.write_text(
         "[conductor]\nmax_steps = 2\n\n"

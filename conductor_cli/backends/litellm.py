@@ -49,10 +49,22 @@ class LiteLLMProcess:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _rates: dict[str, list[float] | None] = field(default_factory=dict)
     _ended: dict[str, Any] | None = None  # the reply for every call once the helper is gone
+    _ready: threading.Event = field(default_factory=threading.Event)  # litellm imported
+    _import_error: str | None = None
 
     @property
     def started(self) -> bool:
         return self._proc is not None
+
+    @property
+    def state(self) -> str:
+        """ "not started", "starting" (importing litellm: a call waits for it), "ready", or
+        "failed: why" (its import failed, or it is gone)."""
+        if self._import_error is not None:
+            return f"failed: {self._import_error}"
+        if self._ready.is_set():
+            return "ready" if self._ended is None else "failed: the helper is gone"
+        return "starting" if self._proc is not None else "not started"
 
     def start(self) -> None:
         with self._lock:
@@ -78,7 +90,13 @@ class LiteLLMProcess:
                 message = json.loads(line)
             except ValueError:
                 continue
-            box = self._pending.get(message.get("id"))  # None: ready / import failure
+            if message.get("id") is None:  # the helper's own news: litellm imported, or not
+                if message.get("ready"):
+                    self._ready.set()
+                else:
+                    self._import_error = str((message.get("error") or {}).get("message"))
+                continue
+            box = self._pending.get(message.get("id"))
             if box is not None:
                 box.put(message)
         try:

@@ -197,6 +197,9 @@ def _status(path: Path | None, as_json: bool) -> None:
         f"models loaded {models}",
         f"litellm       {'started' if doc.get('litellm_helper') else 'not started'}",
     ]
+    remote = doc.get("remote") or {}
+    if remote:
+        lines.append("remote        " + "; ".join(f"{n}: {s}" for n, s in remote.items()))
     if doc.get("idle_timeout_s"):
         lines.append(f"idle exit     after {doc['idle_timeout_s']:g} s without a request")
     sys.stdout.write("\n".join(lines) + "\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from conductor_cli.backends.base import Backend
 from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.openai_compat import OpenAICompatBackend, served_directly
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import ModelError
 from conductor_cli.exports import resolve
@@ -38,7 +39,8 @@ def litellm_conductor(
 ) -> Backend:
     """`litellm:<model>`: a conductor served elsewhere."""
     c = config.conductor
-    return LiteLLMBackend(
+    kind = OpenAICompatBackend if served_directly(c.spec.name, c.api_base) else LiteLLMBackend
+    return kind(
         c.spec.name,
         api_base=c.api_base,
         api_key_env=c.api_key_env,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from conductor_cli.backends.base import Backend
 from conductor_cli.backends.litellm import LiteLLMBackend, LiteLLMProcess
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.openai_compat import OpenAICompatBackend, served_directly
 from conductor_cli.config.settings import Config, WorkerConfig
 from conductor_cli.exports import resolve
 from conductor_cli.models.catalog import Catalog, CatalogEntry, resolve_gguf
@@ -64,8 +65,18 @@ def config_key(config: Config, key: str) -> str:
     return f"{config.source}: {key}" if config.source else key
 
 
-def uses_litellm(config: Config) -> bool:
+def calls_remote(config: Config) -> bool:
+    """Whether a run of `config` may call a model served elsewhere (a call that may cost)."""
     return config.conductor.spec.remote or any(w.spec.remote for w in config.workers)
+
+
+def uses_litellm(config: Config) -> bool:
+    """Whether a run of `config` calls litellm's helper: a remote conductor or worker that is
+    not an OpenAI-compatible endpoint reached directly (backends/openai_compat)."""
+    c = config.conductor
+    remote = [(c.spec.name, c.api_base)] if c.spec.remote else []
+    remote += [(w.spec.name, w.api_base) for w in config.workers if w.spec.remote]
+    return any(not served_directly(name, base) for name, base in remote)
 
 
 def context_tokens(config: Config, wc: WorkerConfig) -> int:
@@ -112,7 +123,9 @@ def gguf_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
 
 
 def litellm_backend(wc: WorkerConfig, index: int, m: Makers) -> Backend:
-    return LiteLLMBackend(
+    # An OpenAI-compatible endpoint is called directly; litellm's helper serves the rest.
+    kind = OpenAICompatBackend if served_directly(wc.spec.name, wc.api_base) else LiteLLMBackend
+    return kind(
         wc.spec.name,
         api_base=wc.api_base,
         api_key_env=wc.api_key_env,

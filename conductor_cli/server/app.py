@@ -27,10 +27,10 @@ def _rehearse(config: Config, runtime: Runtime) -> None:
     """One run nobody sees (no cache, no trace, not counted), where the models are local and
     loaded (Runtime.warm); what fails here fails again, said, in a real run."""
     from conductor_cli.api import RunOptions, TraceOptions, execute
-    from conductor_cli.run.pool import uses_litellm
+    from conductor_cli.run.pool import calls_remote
     from conductor_cli.storage import CacheMode
 
-    if uses_litellm(config):
+    if calls_remote(config):
         return  # a remote call costs money
     with contextlib.suppress(Exception):
         execute(
@@ -40,6 +40,21 @@ def _rehearse(config: Config, runtime: Runtime) -> None:
             trace=TraceOptions(enabled=False),
             runtime=runtime,
         )
+
+
+def remote_readiness(config: Config, helper: str) -> dict[str, str]:
+    """Each remote worker (and a remote conductor) and whether its first call would wait:
+    "ready (called directly)" for an OpenAI-compatible endpoint, else the state of litellm's
+    helper ("ready", "starting": importing litellm, "not started", "failed: ...")."""
+    from conductor_cli.backends.openai_compat import served_directly
+
+    c = config.conductor
+    remote = [("conductor", c.spec.name, c.api_base)] if c.spec.remote else []
+    remote += [(w.name, w.spec.name, w.api_base) for w in config.workers if w.spec.remote]
+    return {
+        name: "ready (called directly)" if served_directly(model, base) else f"litellm {helper}"
+        for name, model, base in remote
+    }
 
 
 def runtime_key(config: Config) -> tuple[Any, ...]:
@@ -203,6 +218,7 @@ class ServerApp:
             "models_loaded": runtime.models.loaded(),
             "warm": "ready" if self.warmed.is_set() else "loading",
             "litellm_helper": runtime.litellm.started,
+            "remote": remote_readiness(self._config, runtime.litellm.state),
             "idle_timeout_s": self.idle_timeout_s,
             "listening": dict(self.urls),
         }
