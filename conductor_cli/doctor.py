@@ -236,7 +236,7 @@ def litellm_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float)
     direct = served_directly(w.spec.name, w.api_base)
     if not direct and importlib.util.find_spec("litellm") is None:
         return Check(what, "fail", f"{w.model} needs litellm, which is not installed")
-    ready = "ready at once: called directly" if direct else _helper_readiness(config)
+    ready = "ready at once: called directly" if direct else THROUGH_LITELLM
     if w.api_base:
         why = _probe(w.api_base, timeout_s)
         if why:
@@ -248,20 +248,12 @@ def litellm_worker(what: str, w: WorkerConfig, config: Config, timeout_s: float)
     )
 
 
-def _helper_readiness(config: Config) -> str:
-    """Where a litellm worker's first call waits: on a running server's helper (ready or
-    not), else on importing litellm in the process that runs it (seconds)."""
-    from conductor_cli.server import daemon
-
-    status = daemon.server_status(config.source)
-    helper = ((status or {}).get("remote") or {}).values()
-    said = next((s for s in helper if s.startswith("litellm ")), None)
-    if said is not None:
-        return f"through litellm on the running server: {said.removeprefix('litellm ')}"
-    return (
-        "through litellm: a process's first call waits for its import (3-7 s); "
-        "`conductor serve` keeps it ready"
-    )
+# Where a litellm worker's first call waits: on importing litellm in the process that runs
+# it, unless a server keeps its helper ready (`serve --status` says its state).
+THROUGH_LITELLM = (
+    "through litellm: a process's first call waits for its import (3-7 s); a running server "
+    "keeps it ready (`conductor serve --status` says)"
+)
 
 
 def _sandbox() -> list[Check]:

@@ -108,6 +108,24 @@ def test_mbpp_is_scored_by_its_own_tests_in_the_sandbox(data_dir: Path) -> None:
         assert not score(problem, wrong, sandbox)[0], problem.id
 
 
+def test_mbpps_entry_point_is_the_function_its_tests_call(data_dir: Path) -> None:
+    """A solution may define a helper first (task 18's str_to_list): the entry point is what
+    the tests call, so a reply with that function alone is read and passes."""
+    problems = public.load("mbpp", "test")
+    assert all(p.entry_point and p.entry_point in p.test for p in problems)
+    task = next(p for p in problems if p.id == "mbpp/18")
+    assert task.entry_point == "remove_dirty_chars"
+    try:
+        sandbox = Sandbox(Limits())
+    except InputError as e:
+        pytest.skip(str(e))
+    reply = (
+        "```python\ndef remove_dirty_chars(string, second_string):\n"
+        "    return ''.join(c for c in string if c not in second_string)\n```"
+    )
+    assert score(task, reply, sandbox)[0]
+
+
 def test_an_answer_counts_under_any_alias_after_normalization() -> None:
     aliases = ("Justin Timberlake", "J. Timberlake")
     assert score_qa("He headlined.\nAnswer: the Justin timberlake.", "x", "alias", aliases)[0]

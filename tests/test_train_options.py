@@ -98,11 +98,11 @@ def test_an_option_the_method_or_engine_does_not_read_is_refused_by_name(
         base, head=replace(base.head, tasks="fixed"), lora=replace(base.lora, engine="trl")
     )
     with pytest.raises(InputError, match=r"^--tasks fixed: only the head method reads it; leave "
-                       r"it out with --method grpo --engine trl$"):  # fmt: skip
+                       r"it out with --method grpo \(a LoRA .*\) --engine trl$"):  # fmt: skip
         train.train(Config(), [], tasks, "grpo")
     calls = replace(base, head=replace(base.head, max_calls=5, dry_run=True))
-    with pytest.raises(InputError, match=r"^--max-calls 5: only the head method and --engine trl "
-                       r"read it; leave it out with --method grpo --engine ours$"):  # fmt: skip
+    said = r"^--max-calls 5: only the head method and --engine trl read it; leave it out with "
+    with pytest.raises(InputError, match=said + r"--method grpo \(a LoRA .*\) --engine ours$"):
         train.train(Config(), [], calls, "grpo")
 
     # A new method says what it reads in its entry; the rest is refused for it alike.

@@ -124,7 +124,6 @@ def mbpp(doc: dict[str, Any], set_name: str, category: str) -> Problem:
     """MBPP: the task and its first test shown, as the MBPP paper prompts; right when the
     function passes all its tests in the sandbox."""
     tests = list(doc["test_list"])
-    entry = re.search(r"^def\s+(\w+)\s*\(", doc["code"], re.M)
     body = "\n".join(f"    {t}" for t in tests)
     return Problem(
         id=f"{set_name}/{doc['task_id']}",
@@ -138,8 +137,17 @@ def mbpp(doc: dict[str, Any], set_name: str, category: str) -> Problem:
         scorer="tests",
         prompt="",
         test=f"{doc.get('test_setup_code') or ''}\ndef check(candidate):\n{body}\n",
-        entry_point=entry.group(1) if entry else "",
+        entry_point=_tested_function(doc["code"], tests),
     )
+
+
+def _tested_function(code: str, tests: list[str]) -> str:
+    """The function MBPP's tests call: of the functions its solution defines, the first its
+    first test names (a solution may define a helper first: task 18's str_to_list before the
+    remove_dirty_chars its tests call), else the first defined."""
+    defined = re.findall(r"^def\s+(\w+)\s*\(", code, re.M)
+    called = re.findall(r"\b(\w+)\s*\(", tests[0]) if tests else []
+    return next((name for name in called if name in defined), defined[0] if defined else "")
 
 
 def triviaqa(doc: dict[str, Any], set_name: str, category: str) -> Problem:

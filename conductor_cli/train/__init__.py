@@ -55,7 +55,9 @@ def _lora(
         from conductor_cli.errors import InputError
 
         raise InputError(f"--engine {options.lora.engine!r}: use {' or '.join(ENGINES)}")
-    refuse_foreign(options, engine.reads, f"--method {method} --engine {engine.name}")
+    about = TRAINERS[method].about if method in TRAINERS else method
+    where = f"--method {method} ({about}) --engine {engine.name}"
+    refuse_foreign(options, engine.reads, where)
     return engine.run(config, problems, options, method, data_file, on_progress)
 
 
