@@ -31,23 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not worker.startswith("gw"):
         return
     cpus = sorted(os.sched_getaffinity(0))
-    os.environ.setdefault("CONDUCTOR_TEST_CPUS", ",".join(map(str, cpus)))
     os.sched_setaffinity(0, {cpus[int(worker[2:]) % len(cpus)]})
-
-
-@contextlib.contextmanager
-def every_cpu() -> Iterator[None]:
-    """The CPUs the suite was given, for what a test starts meanwhile (its children inherit
-    them): a test of several training processes, which on one CPU would take turns at every
-    collective step (the two-process TRL test: 244 s pinned, 143 s on two CPUs)."""
-    given = os.environ.get("CONDUCTOR_TEST_CPUS")
-    pinned = os.sched_getaffinity(0)
-    if given:
-        os.sched_setaffinity(0, {int(c) for c in given.split(",")})
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, pinned)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -124,6 +124,12 @@ def test_mbpps_entry_point_is_the_function_its_tests_call(data_dir: Path) -> Non
         "    return ''.join(c for c in string if c not in second_string)\n```"
     )
     assert score(task, reply, sandbox)[0]
+    # A reply that names the function otherwise is kept as written (nothing to complete), and
+    # fails on the name its tests call, not on an indentation of the harness's making.
+    renamed = reply.replace("def remove_dirty_chars", "def remove_chars")
+    right, code, detail = score(task, renamed, sandbox)
+    assert not right and code.startswith("def remove_chars")
+    assert "NameError" in detail["output"]
 
 
 def test_an_answer_counts_under_any_alias_after_normalization() -> None:

@@ -24,7 +24,7 @@ from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool,
 from conductor_cli.train.launch import strip_processes
 from conductor_cli.train.ledger import SharedBudget, read_totals
 
-from .conftest import assert_one_line_error, every_cpu, run_cli
+from .conftest import assert_one_line_error, run_cli
 from .test_train_lora import adapter_weights
 
 
@@ -83,8 +83,7 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     # 9 calls cannot cover 2 steps (2 questions x 2 workflows x up to 2 steps each); with these
     # seeds the sum of both processes' calls crosses it in step 2: one line, and step 1's
     # checkpoint and the ledger are kept.
-    with every_cpu():
-        stopped = run_cli(*args, "--max-calls", "9", timeout=900)
+    stopped = run_cli(*args, "--max-calls", "9", timeout=900)
     line = stopped.stderr.strip().splitlines()[-1]
     assert stopped.returncode == 2, stopped.stderr
     assert "Traceback" not in stopped.stderr
@@ -96,8 +95,7 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     assert (work / "trl" / "checkpoint-1").is_dir()
 
     # The summary a person reads (no --json) prints TRL's curve too.
-    with every_cpu():
-        resumed = run_cli(*args[:-1], "--max-calls", "40", "--resume", timeout=900)
+    resumed = run_cli(*args[:-1], "--max-calls", "40", "--resume", timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert "held-out after step 2: accuracy" in resumed.stdout, resumed.stdout
     directory = conductors_dir() / "scaled"

@@ -388,6 +388,10 @@ def extract_code(reply: str, problem: Problem) -> str:
         rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(problem.entry_point)}\s*\(", re.M
     )
     code = _fenced_code(reply.replace("\r\n", "\n"), defines)
+    if not problem.prompt:
+        # Nothing to complete (MBPP shows a task, not a signature): the code as written, even
+        # where it names its function otherwise than the tests (their NameError says so).
+        return textwrap.dedent(code).strip("\n") + "\n"
     if problem.entry_point and defines.search(code):
         code = textwrap.dedent(code).strip("\n") + "\n"
         context = _missing_context(problem.prompt, code, problem.entry_point)
