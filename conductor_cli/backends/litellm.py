@@ -246,17 +246,22 @@ class LiteLLMBackend:
                 f"{self.model} at {target}: {error['message']}",
                 retryable=bool(error.get("retryable")),
             )
-        done = reply["done"]
-        calls = tuple(ToolCall.from_dict(c) for c in done.get("tool_calls") or ())
-        if not str(done["text"]).strip() and not calls:
-            raise WorkerError(f"{self.model}: the answer was empty", retryable=True)
-        return Completion(
-            text=str(done["text"]),
-            tokens_in=int(done["tokens_in"]),
-            tokens_out=int(done["tokens_out"]),
-            finish_reason="tool_calls" if calls else str(done["finish_reason"]),
-            tool_calls=calls,
-        )
+        return completion_of(self.model, reply["done"])
+
+
+def completion_of(model: str, done: dict[str, Any]) -> Completion:
+    """A finished call ({"text", "tokens_in", "tokens_out", "finish_reason", "tool_calls"},
+    litellm_child's reply or openai_compat's) as a Completion; an empty answer is retryable."""
+    calls = tuple(ToolCall.from_dict(c) for c in done.get("tool_calls") or ())
+    if not str(done["text"]).strip() and not calls:
+        raise WorkerError(f"{model}: the answer was empty", retryable=True)
+    return Completion(
+        text=str(done["text"]),
+        tokens_in=int(done["tokens_in"]),
+        tokens_out=int(done["tokens_out"]),
+        finish_reason="tool_calls" if calls else str(done["finish_reason"]),
+        tool_calls=calls,
+    )
 
 
 def _choice(text: str | None) -> Any:

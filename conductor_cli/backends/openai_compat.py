@@ -21,8 +21,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from conductor_cli.backends.base import Completion, Request, TextSink, ToolCall
-from conductor_cli.backends.litellm import LiteLLMBackend
+from conductor_cli.backends.base import Completion, Request, TextSink
+from conductor_cli.backends.litellm import LiteLLMBackend, completion_of
 from conductor_cli.errors import WorkerError
 
 PREFIX = "openai/"
@@ -64,16 +64,7 @@ class OpenAICompatBackend(LiteLLMBackend):
             raise WorkerError(
                 f"{self.model} at {self.api_base}: {e}", retryable=e.retryable
             ) from None
-        calls = tuple(ToolCall.from_dict(c) for c in done.get("tool_calls") or ())
-        if not str(done["text"]).strip() and not calls:
-            raise WorkerError(f"{self.model}: the answer was empty", retryable=True)
-        return Completion(
-            text=str(done["text"]),
-            tokens_in=int(done["tokens_in"]),
-            tokens_out=int(done["tokens_out"]),
-            finish_reason="tool_calls" if calls else str(done["finish_reason"]),
-            tool_calls=calls,
-        )
+        return completion_of(self.model, done)
 
     def _body(self, request: Request, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {

@@ -65,18 +65,23 @@ def config_key(config: Config, key: str) -> str:
     return f"{config.source}: {key}" if config.source else key
 
 
+def remote_members(config: Config) -> list[tuple[str, str, str | None]]:
+    """(name, model, api_base) of each model `config` reaches elsewhere: the conductor
+    ("conductor") where it is remote, and each remote worker."""
+    c = config.conductor
+    remote = [("conductor", c.spec.name, c.api_base)] if c.spec.remote else []
+    return remote + [(w.name, w.spec.name, w.api_base) for w in config.workers if w.spec.remote]
+
+
 def calls_remote(config: Config) -> bool:
     """Whether a run of `config` may call a model served elsewhere (a call that may cost)."""
-    return config.conductor.spec.remote or any(w.spec.remote for w in config.workers)
+    return bool(remote_members(config))
 
 
 def uses_litellm(config: Config) -> bool:
     """Whether a run of `config` calls litellm's helper: a remote conductor or worker that is
     not an OpenAI-compatible endpoint reached directly (backends/openai_compat)."""
-    c = config.conductor
-    remote = [(c.spec.name, c.api_base)] if c.spec.remote else []
-    remote += [(w.spec.name, w.api_base) for w in config.workers if w.spec.remote]
-    return any(not served_directly(name, base) for name, base in remote)
+    return any(not served_directly(model, base) for _, model, base in remote_members(config))
 
 
 def context_tokens(config: Config, wc: WorkerConfig) -> int:

@@ -47,13 +47,11 @@ def remote_readiness(config: Config, helper: str) -> dict[str, str]:
     "ready (called directly)" for an OpenAI-compatible endpoint, else the state of litellm's
     helper ("ready", "starting": importing litellm, "not started", "failed: ...")."""
     from conductor_cli.backends.openai_compat import served_directly
+    from conductor_cli.run.pool import remote_members
 
-    c = config.conductor
-    remote = [("conductor", c.spec.name, c.api_base)] if c.spec.remote else []
-    remote += [(w.name, w.spec.name, w.api_base) for w in config.workers if w.spec.remote]
     return {
         name: "ready (called directly)" if served_directly(model, base) else f"litellm {helper}"
-        for name, model, base in remote
+        for name, model, base in remote_members(config)
     }
 
 

@@ -151,18 +151,19 @@ def attached(text: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _ATTACHED.finditer(text)]
 
 
-def code_file(text: str) -> tuple[str, str] | None:
-    """(name, source) of the first attached file that is code and not tests."""
-    for name, source in attached(text):
+def code_file(files: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(name, source) of the first of the attached `files` that is code and not tests."""
+    for name, source in files:
         if _defined(source) and not holds_tests(source):
             return name, source
     return None
 
 
-def test_files(text: str) -> list[TestFile]:
-    """The attached files that hold tests: Python with a test function or test class."""
+def test_files(files: list[tuple[str, str]]) -> list[TestFile]:
+    """The attached `files` (`attached`) that hold tests: Python with a test function or a
+    test class."""
     found = []
-    for name, source in attached(text):
+    for name, source in files:
         try:
             tests = _collected(ast.parse(source))
         except (SyntaxError, ValueError):

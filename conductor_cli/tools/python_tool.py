@@ -175,11 +175,12 @@ class PythonTool:
         """The `test` words: the code of the steps it sees, on the examples the question and
         its attachments show and the tests of attached test files (tools/examples.py)."""
         code, said = seen_program(messages), ""
-        tests = examples.test_files(shown)
+        files = examples.attached(shown)
+        tests = examples.test_files(files)
         if code is None and tests:
             # The writer answered in words ("the code looks right"): the file it was given is
             # what the user's tests judge.
-            named = examples.code_file(shown)
+            named = examples.code_file(files)
             if named is not None:
                 said = f"\nThe step it tests wrote no code; {named[0]} was tested as attached."
                 code = named[1]
@@ -188,8 +189,8 @@ class PythonTool:
         found = examples.examples(shown)
         if not found and not tests:
             return examples.NO_EXAMPLES, None
-        files = [name for name, _ in examples.attached(shown)]
-        outcome = self.sandbox().run(examples.harness(code, found, tests, files))
+        names = [name for name, _ in files]
+        outcome = self.sandbox().run(examples.harness(code, found, tests, names))
         if outcome.status == "passed" and outcome.output.strip():
             return outcome.output.rstrip() + said, outcome.isolation
         return describe(outcome, self.limits) + said, outcome.isolation
