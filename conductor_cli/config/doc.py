@@ -50,7 +50,9 @@ KEY_HELP: dict[str, str] = {
     "`tool:python` (runs the Python program of the steps it sees, in the sandbox), or "
     "`mcp:SERVER/TOOL` (the tool TOOL of the server [mcp_servers.SERVER]).",
     "workers.description": "Strengths, cost and speed, in words: goes into the conductor's prompt.",
-    "workers.api_base": "Base URL of an OpenAI-compatible server, Ollama, or a litellm proxy.",
+    "workers.api_base": "Base URL of an OpenAI-compatible server, Ollama, or a litellm proxy. "
+    "An `openai/NAME` worker with an `api_base` is called directly (no litellm import, ready "
+    "from the first call); other model strings go through litellm.",
     "workers.api_key_env": "Environment variable that holds the key (keys never go in the file).",
     "workers.max_tokens": "Most tokens one answer may have.",
     "workers.temperature": "Sampling temperature.",
