@@ -135,7 +135,15 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # Saved conductor prompt states change speed, never answers (each is checked against its
     # tokens before use), so tests share them: each fresh home would otherwise spend seconds
     # reading the same fixed prompt again. tests/test_performance.py tests the store itself.
-    return tmp_path_factory.mktemp("llama-state")
+    # One folder for every xdist worker: the torch copy of the conductor (30 s to convert),
+    # its float32 GGUF and tokenizer are made once for the run, not once a worker; every
+    # writer there renames a whole file into place (train/base_copy.py, prefix_state.py).
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent
+    shared = session / "shared-state"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")

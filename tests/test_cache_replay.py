@@ -58,7 +58,12 @@ def ask_json(config: Path, *args: str, input: str = "") -> dict:
     return json.loads(proc.stdout)
 
 
-def test_warm_cache_rerun_makes_no_model_call(fast_config: Path) -> None:
+def test_warm_cache_rerun_makes_no_model_call(
+    fast_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `cache clear` below also removes the state folder's converted training bases: a folder
+    # of this test's own, not the one the suite's workers share.
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
     first = ask_json(fast_config, "Name a primary colour.")
     assert first["totals"]["model_calls"] == 1 + len(first["steps"])
     assert first["totals"]["cache_hits"] == 0

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import Conductor, WorkerInfo
 from conductor_cli.run.workflow import parse_workflow
@@ -43,7 +44,9 @@ QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
-    models = LlamaModels(n_ctx=4096)
+    # With the saved prompt state, as the runtime plans (runtime.py): the fixed planning
+    # prompt is read once for the module, not once a plan.
+    models = LlamaModels(n_ctx=4096, state_store=PrefixStateStore.default())
     yield LlamaCppBackend(models, gguf_path, "test")
     models.close()
 

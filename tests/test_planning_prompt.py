@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.config.settings import DEFAULT_WORKER, Config
 from conductor_cli.run.planner import (
     EXAMPLES,
@@ -102,7 +103,10 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def conductor_backend(gguf_path: Path) -> Iterator[LlamaCppBackend]:
     c = Config().conductor  # the embedded default's llama.cpp settings
-    models = LlamaModels(n_ctx=c.n_ctx, kv_cache_type=c.kv_cache_type)
+    # With the saved prompt state, as the runtime plans (runtime.py).
+    models = LlamaModels(
+        n_ctx=c.n_ctx, kv_cache_type=c.kv_cache_type, state_store=PrefixStateStore.default()
+    )
     yield LlamaCppBackend(models, gguf_path, "test")
     models.close()
 

@@ -31,7 +31,7 @@ max_steps = 2
 name = "coder"
 model = "gguf:{CODER_MODEL}"
 description = "a small coding model"
-max_tokens = 80
+max_tokens = 40
 """
 
 

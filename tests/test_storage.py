@@ -24,6 +24,8 @@ def remote_run(small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     dirs on the small disk."""
     monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(small_disk / "data"))
     monkeypatch.setenv("CONDUCTOR_CACHE_DIR", str(small_disk / "cache"))
+    # `cache clear` removes the state folder's training bases: not the one workers share.
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
     server = FakeOpenAIServer(["ok"], answer="answer {n}")
     config = tmp_path / "config.toml"
     config.write_text(

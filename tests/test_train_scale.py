@@ -112,11 +112,10 @@ def test_two_processes_train_within_one_budget_then_resume_and_install(
     assert any(np.abs(b).sum() > 0 for name, b in weights.items() if name.endswith("lora_b"))
     assert not work.exists()
 
-    use = tmp_path / "use.toml"
-    use.write_text(config.read_text().replace("max_steps = 2", 'max_steps = 2\nmodel = "scaled"'))
-    asked = run_cli("ask", "--config", str(use), "--json", simulation.questions[1].text)
-    assert asked.returncode == 0, asked.stderr  # llama.cpp loads the adapter TRL trained
-    assert json.loads(asked.stdout)["answer"]
+    # Installed as a model name (llama.cpp loaded its adapter in the export check above; `ask`
+    # with an installed adapter is test_train_lora's).
+    info = json.loads(run_cli("models", "info", "scaled", "--json").stdout)
+    assert info["engine"] == "trl" and info["curve"] == record["curve"]
 
 
 def test_expert_iteration_on_trls_sft_fits_exports_and_installs(

@@ -38,6 +38,7 @@ from conductor_cli.policy import registry
 from conductor_cli.policy.shapes import enumerate_shapes
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL
+from conductor_cli.train import base_copy
 from conductor_cli.train.adapter_gguf import MODULES
 from conductor_cli.train.checkpoint import read_checkpoint
 from conductor_cli.train.examples import Encoder
@@ -252,7 +253,7 @@ def _fit(
 ) -> list[dict[str, Any]]:
     """TRL's GRPO loop, checkpointed every step; the curve of what it logged."""
     import datasets
-    from transformers import AutoTokenizer, PrinterCallback, TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     policy, options, work = rollouts.policy, rollouts.options, rollouts.work
@@ -308,7 +309,7 @@ def _fit(
                 )  # fmt: skip
 
     dataset = datasets.Dataset.from_list([{"prompt": p.id} for p in training])
-    tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+    tokenizer = base_copy.load_tokenizer(base)
     with _quiet():
         trainer = GRPOTrainer(
             model=policy.model,
@@ -353,7 +354,6 @@ def _fit_experts(
     tokens only (labels -100 elsewhere), as --engine ours does. A finished round is saved
     (adapter, curve); --resume goes on from the next, with a round's samples kept as they
     finished."""
-    from transformers import AutoTokenizer
 
     policy, options, work = rollouts.policy, rollouts.options, rollouts.work
     lora = options.lora
@@ -365,7 +365,7 @@ def _fit_experts(
     infos = worker_infos(rollouts.config.workers)
     max_steps = rollouts.config.conductor.max_steps
     shapes = enumerate_shapes([w.name for w in rollouts.config.workers], max_steps)
-    tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+    tokenizer = base_copy.load_tokenizer(base)
     by_id = {p.id: p for p in training}
     rank, world = state.process_index, state.num_processes
     for k in range(int(saved["done"]) + 1, lora.iterations + 1):
