@@ -55,9 +55,12 @@ def main() -> None:
         command += [str(args.seed), "--strategies", args.strategies]
         command += [] if args.cache else ["--no-cache"]
         subprocess.run([*command, "--json-out", str(out)], env=env, check=True)
-    wanted = set(args.sets.split("+"))
+    # A set's ids may be spelled otherwise than its name (HumanEval/0 for `humaneval`).
+    wanted = {name.lower() for name in args.sets.split("+")}
     rows = [
-        r for r in stored_results(args.results) if r.get("problem_id", "").split("/")[0] in wanted
+        r
+        for r in stored_results(args.results)
+        if r.get("problem_id", "").split("/")[0].lower() in wanted
     ]
     table = build(rows, args.team)
     print(markdown(table))
