@@ -11,8 +11,8 @@ import pytest
 
 from conductor_cli.backends.base import Request
 from conductor_cli.config.settings import Config, WorkerConfig
-from conductor_cli.evals.strategies import parse_strategies, repair_workflow
-from conductor_cli.policy.words import REPAIR, TEST
+from conductor_cli.evals.strategies import parse_strategies, repair_workflow, retry_workflow
+from conductor_cli.policy.words import REPAIR, RETRY, TEST
 from conductor_cli.public import load
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.messages import PROGRAM_REQUEST, feeds_python, step_messages
@@ -70,6 +70,10 @@ def test_the_tool_runs_the_code_on_the_questions_examples_and_says_what_failed(
         ">>> double(0)\nexpected: 0\ngot: 3"
     )
     assert outcome_of(tool, FIXED, QUESTION) == "All 2 examples pass."
+    # A demo call the writer left at the bottom prints as the code loads: not the report,
+    # whose first line says whether all passed (an MBPP answer passing its test was retried).
+    demo = FIXED.replace("\n```", "\nprint(double(2))  # Expected output: 4\n```")
+    assert outcome_of(tool, demo, QUESTION) == "All 2 examples pass."
     shown = "Write add(a, b).\nassert add(2, 3) == 5\nassert add(0, 0) == 0"
     wrong = "```python\ndef add(a, b):\n    return a * b + 1\n```"
     assert outcome_of(tool, wrong, shown) == (
@@ -173,3 +177,74 @@ def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
     failed = run("x + 3")
     assert failed.steps[1].output.startswith("0 of 1 examples pass. Failed:\n>>> double(2)")
     assert failed.steps[2].source == "model" and failed.model_calls == 3
+
+
+def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
+    """`retry:W`: W writes, the tool tests, W writes again shown the test's report alone (its
+    wrong code would anchor the next try), twice at most; no step sees the hidden tests."""
+    config = Config(
+        workers=(
+            WorkerConfig("coder", "gguf:smollm2-135m-instruct"),
+            WorkerConfig("py", "tool:python"),
+        )
+    )
+    assert parse_strategies("retry", config) == ["retry:coder"]
+    workflow = retry_workflow(config, "coder")
+    assert [(s.worker, s.task, s.sees) for s in workflow.steps][1:] == [
+        ("py", TEST, (0,)),
+        ("coder", RETRY, (1,)),
+        ("py", TEST, (2,)),
+        ("coder", RETRY, (3,)),
+    ]
+    coder = Worker(config.workers[0], backend=None)  # type: ignore[arg-type]
+    python = Worker(config.workers[1], backend=None)  # type: ignore[arg-type]
+    pool = Pool((coder, python))
+    assert not any(feeds_python(workflow, i, pool) for i in range(5))
+    problem = load("humaneval", "test")[0]
+    report = "0 of 1 examples pass. Failed:\n>>> f(2)\nexpected: 4\ngot: 5"
+    outputs = {0: BUGGY, 1: report}
+    text = "\n".join(m["content"] for m in step_messages(problem.question, (), workflow, 2,
+                                                          outputs, coder))  # fmt: skip
+    assert report in text and RETRY in text
+    assert "x + 3" not in text  # the code that failed is not shown
+    assert "def check(" not in text and problem.test.strip()[:60] not in text
+
+
+def test_a_retry_writes_again_only_where_an_example_failed(tmp_path: Path, gguf_path: Path) -> None:
+    """The engine, the real python tool and the real SmolLM2: code that passes is kept through
+    both retries with no model call; code that fails is written again."""
+    import json
+
+    from conductor_cli.api import RunOptions, run_workflow
+    from conductor_cli.config.settings import load_config
+    from conductor_cli.run.workflow import parse_workflow
+    from conductor_cli.storage.cache import CacheMode
+
+    path = tmp_path / "retry.toml"
+    path.write_text(
+        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 40\n\n'
+        '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    question = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
+
+    def run(body: str):
+        code = "```python\ndef double(x):\n    return " + body + "\n```"
+        steps = [
+            {"worker": "python", "task": f"print({json.dumps(code)})", "sees": []},
+            {"worker": "python", "task": TEST, "sees": [0]},
+            {"worker": "local", "task": RETRY, "sees": [1]},
+            {"worker": "python", "task": TEST, "sees": [2]},
+            {"worker": "local", "task": RETRY, "sees": [3]},
+        ]
+        workflow = parse_workflow(json.dumps({"steps": steps}), ["local", "python"], 5)
+        return run_workflow(workflow, question, config=config, options=RunOptions(CacheMode.OFF))
+
+    passed = run("x * 2")
+    assert [s.source for s in passed.steps[2::2]] == ["kept", "kept"]
+    assert passed.answer == passed.steps[0].output and passed.steps[3].output.startswith("All")
+    assert passed.model_calls == 3  # the three tool steps; SmolLM2 was never asked
+    failed = run("x + 3")
+    assert failed.steps[1].output.startswith("0 of 1 examples pass.")
+    assert failed.steps[2].source == "model" and failed.answer != failed.steps[0].output

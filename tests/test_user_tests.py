@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.base import Request
-from conductor_cli.policy.words import REPAIR, TEST
+from conductor_cli.policy.words import REPAIR, RETRY, TEST
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import Conductor, WorkerInfo
 from conductor_cli.run.user_tests import with_user_tests
@@ -146,6 +146,33 @@ def test_a_plan_gets_a_test_and_a_repair_step_where_tests_are_attached() -> None
     assert full.steps == ONE.steps and "not run" in full.repairs[0]
 
 
+MBPP_LIKE = "Write a function to add two numbers. Your code should pass this test:\n\n" + (
+    "assert add(2, 3) == 5"
+)
+DOCTESTED = 'def double(x):\n    """\n    >>> double(2)\n    4\n    """'
+
+
+def test_code_asked_with_examples_gets_tests_and_retries_and_nothing_else_does() -> None:
+    got = with_user_tests(ONE, POOL_OF_CONFIG, (), 5, MBPP_LIKE)
+    assert got.steps[1:] == (
+        Step("python", TEST, (0,)),
+        Step("local", RETRY, (1,)),
+        Step("python", TEST, (2,)),
+        Step("local", RETRY, (3,)),
+    )
+    assert "writes it again where one fails (2 times at most)" in got.repairs[-1]
+    # A piped file's doctest lines count as the question's; a signature with prose examples
+    # (HumanEval's style) too; room for one try only under --max-steps 3.
+    piped = with_user_tests(ONE, POOL_OF_CONFIG, (Attachment("stdin", DOCTESTED),), 3, "fix it")
+    assert [s.task for s in piped.steps] == [ONE.steps[0].task, TEST, RETRY]
+    prose = 'def area(a, b, c):\n    """area(3, 4, 5) == 6.00"""'
+    assert len(with_user_tests(ONE, POOL_OF_CONFIG, (), 5, prose).steps) == 5
+    # No code asked, or no example: no test step, no cost.
+    for plain in ("If f(2) = 5 and f(3) = 7, what is f(4)?", "Write a function to add", ""):
+        assert with_user_tests(ONE, POOL_OF_CONFIG, (), 5, plain) is ONE
+    assert with_user_tests(ONE, POOL_OF_CONFIG, (), 2, MBPP_LIKE) is ONE  # no room
+
+
 def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
     # The conductor's model is scripted here: what is tested is the planner's wiring.
     reply = json.dumps({"steps": [{"worker": "coder", "task": "Fix the file.", "sees": []}]})
@@ -154,6 +181,8 @@ def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
     assert [s.task for s in plan.workflow.steps] == ["Fix the file.", TEST, REPAIR]
     assert plan.reply == reply  # the conductor's own reply, kept as it wrote it
     assert planner.plan("fix this", POOL, ATTACHED[:1], 5).workflow.shape == "coder"
+    asked = planner.plan(MBPP_LIKE, POOL, (), 5).workflow
+    assert [s.task for s in asked.steps] == ["Fix the file.", TEST, RETRY, TEST, RETRY]
 
 
 def test_code_that_passes_the_users_tests_is_kept_and_the_trace_lists_them(

@@ -29,6 +29,7 @@ from conductor_cli.evals.strategies import (
     moa_workflow,
     program_workflow,
     repair_workflow,
+    retry_workflow,
     single_workflow,
     strategy_kind,
     trace_id,
@@ -192,6 +193,11 @@ def solve_program(solver: Solver, strategy: str, problem: Problem) -> Result:
 def solve_repair(solver: Solver, strategy: str, problem: Problem) -> Result:
     worker = strategy.partition(":")[2]
     return solver.scored(strategy, problem, repair_workflow(solver.config, worker))
+
+
+def solve_retry(solver: Solver, strategy: str, problem: Problem) -> Result:
+    worker = strategy.partition(":")[2]
+    return solver.scored(strategy, problem, retry_workflow(solver.config, worker))
 
 
 def solve_moa(solver: Solver, strategy: str, problem: Problem) -> Result:

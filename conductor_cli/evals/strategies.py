@@ -173,6 +173,10 @@ def _repair(raw: str, rest: str, config: Config) -> list[str]:
     return [f"repair:{w}" for w in program_writers(config, rest, raw)]
 
 
+def _retry(raw: str, rest: str, config: Config) -> list[str]:
+    return [f"retry:{w}" for w in program_writers(config, rest, raw)]
+
+
 def _alone(name: str) -> Callable[[str, str, Config], list[str]]:
     """A strategy written as its name alone."""
 
@@ -261,6 +265,9 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
         StrategyKind("repair", "repair[:WORKER]", "WORKER writes the code, the python tool "
                      "tests it on the examples the question shows, WORKER repairs it", _repair,
                      _SOLVERS + "repair"),
+        StrategyKind("retry", "retry[:WORKER]", "WORKER writes the code, the python tool "
+                     "tests it on the examples the question shows, WORKER writes it again "
+                     "shown what failed (twice at most)", _retry, _SOLVERS + "retry"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
                      _alone("moa"), _SOLVERS + "moa", defaults=("",)),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
@@ -316,6 +323,16 @@ def repair_workflow(config: Config, worker: str) -> Workflow:
     tool = python_tool(config)
     assert tool is not None  # parse_strategies refused the strategy otherwise
     return repair_shape(worker, tool).workflow()
+
+
+def retry_workflow(config: Config, worker: str) -> Workflow:
+    """`worker` writes, the python tool tests on the question's examples, `worker` writes
+    again shown what failed: the steps a conductor's plan gets for such a question."""
+    from conductor_cli.run.user_tests import RETRIES, with_retries
+
+    tool = python_tool(config)
+    assert tool is not None  # parse_strategies refused the strategy otherwise
+    return with_retries(single_workflow(worker), tool, worker, RETRIES)
 
 
 def check_conductor(name: str, raw: str) -> str:

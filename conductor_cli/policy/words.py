@@ -25,6 +25,7 @@ RUN = "Run the program from step 0."
 # says which fail; the writer then fixes what failed.
 TEST = examples.TEST
 REPAIR = examples.REPAIR
+RETRY = examples.RETRY
 
 WORDS: dict[str, str] = {
     "answer": ANSWER,
@@ -33,6 +34,7 @@ WORDS: dict[str, str] = {
     "run": RUN,
     "test": TEST,
     "repair": REPAIR,
+    "retry": RETRY,
     # Other words for the same roles, candidates a training tries for each kind of question
     # (`train --learn-words`, train/word_shapes.py): written once, for every kind, before any
     # measurement, and kept for a kind only where they are right more often on its training

@@ -36,7 +36,7 @@ from conductor_cli.run.messages import feeds_python, programs_run, restates, ste
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.tools import examples
-from conductor_cli.tools.examples import REPAIR, TEST
+from conductor_cli.tools.examples import REPAIR, RETRY, TEST
 
 
 @dataclass(frozen=True)
@@ -289,17 +289,18 @@ class Engine:
         return result
 
     def _kept(self, workflow: Workflow, i: int, results: Mapping[int, StepResult]) -> str | None:
-        """A repair step's code when there is nothing to repair: it sees a test step whose
-        code passed every example the question shows (or which found none), and the step that
-        wrote that code; asking the writer again would only risk breaking it."""
+        """A repair or retry step's code when there is nothing to repair: it sees a test step
+        whose code passed every example the question shows (or which found none); asking the
+        writer again would only risk breaking it. A repair step also sees the code it keeps; a
+        retry step is shown only the test (tools/examples.RETRY), and keeps the code tested."""
         step = workflow.steps[i]
-        if step.task != REPAIR:
+        if step.task not in (REPAIR, RETRY):
             return None
         for k in step.sees:
             tester = workflow.steps[k]
             if tester.task != TEST or not examples.nothing_to_repair(results[k].output):
                 continue
-            writers = [j for j in tester.sees if j in step.sees]
+            writers = [j for j in tester.sees if step.task == RETRY or j in step.sees]
             if writers:
                 return results[writers[-1]].output
         return None

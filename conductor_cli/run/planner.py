@@ -252,7 +252,7 @@ class Conductor:
         max_steps: int,
     ) -> Plan:
         plan = self._first_plan(question, pool, attachments, max_steps)
-        workflow = with_user_tests(plan.workflow, pool, attachments, max_steps)
+        workflow = with_user_tests(plan.workflow, pool, attachments, max_steps, question)
         return plan if workflow is plan.workflow else replace(plan, workflow=workflow)
 
     def _first_plan(

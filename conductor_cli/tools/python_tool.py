@@ -132,7 +132,7 @@ class PythonTool:
         lim = self.limits
         return (
             f"tool:python:{self.version}:{lim.wall_s}:{lim.cpu_s}:{lim.memory_mb}:{lim.file_mb}:"
-            f"{lim.disk_mb}:{lim.processes}"
+            f"{lim.disk_mb}:{lim.processes}{examples.HARNESS_KEY}"
         )
 
     @property
