@@ -105,3 +105,32 @@ def test_the_step_penalty_turns_copied_multi_step_plans_into_one_step(
     free, priced = steps(0.0), steps(4.0)
     assert sum(n > 1 for n in free) >= 3, free
     assert priced == [1] * len(facts), priced
+
+
+def test_a_cancelled_run_stops_planning_between_tokens(
+    conductor_backend: LlamaCppBackend,
+) -> None:
+    """A server's client that hangs up while the conductor plans (its run's cancel flag set)
+    stops the plan at the next token instead of leaving it to finish; the model then plans the
+    next question as if nothing had happened (same call, same plan)."""
+    from conductor_cli.errors import RunCancelled
+
+    question = QUESTIONS[1]
+    asked = 0
+
+    def cancelled() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 3  # the client leaves after three tokens
+
+    def plan() -> str:
+        return (
+            Conductor(conductor_backend, temperature=0.7, seed=5).plan(question, POOL, (), 3).reply
+        )
+
+    before = plan()
+    stopped = Conductor(conductor_backend, temperature=0.7, seed=5, cancelled=cancelled)
+    with pytest.raises(RunCancelled):
+        stopped.plan(question, POOL, (), 3)
+    assert asked == 4  # asked before each token; none generated after it said yes
+    assert plan() == before

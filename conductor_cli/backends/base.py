@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 TextSink = Callable[[str], None]
@@ -36,6 +36,10 @@ class Request:
     # that the request stays a value), and its tool_choice; None: no tools.
     tools: str | None = None
     tool_choice: str | None = None
+    # The run's cancel flag (an Event's is_set): a local model's constrained generation (the
+    # conductor planning) stops between tokens once it is set, so a client that hangs up frees
+    # the model at once. Not part of what the answer is, nor of the cache key.
+    cancelled: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

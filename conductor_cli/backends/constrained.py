@@ -19,11 +19,13 @@ step costs a call, so only a question it strongly wants to split gets more steps
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from conductor_cli.errors import RunCancelled
 
 TOP_K = 40
 TOP_P = 0.95
@@ -140,10 +142,12 @@ def generate(
     repeat_penalty: float,
     step_penalty: float = 0.0,
     step_tokens: StepTokens | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Generated:
     """Generate after `prompt` under the GBNF grammar, reusing the context's matching prefix.
     With `step_penalty` (and the model's `step_tokens`), tokens that start another step of a
-    workflow lose that many logits wherever the reply is outside a string."""
+    workflow lose that many logits wherever the reply is outside a string. `cancelled` is
+    asked before each token: once true, RunCancelled."""
     import llama_cpp as lc
 
     vocab = lc.llama_model_get_vocab(llama.model)
@@ -159,6 +163,8 @@ def generate(
         priced = step_penalty > 0 and step_tokens is not None
         in_string = after_brace = False
         while len(out) < max_tokens:
+            if cancelled is not None and cancelled():
+                raise RunCancelled
             logits = np.ctypeslib.as_array(lc.llama_get_logits_ith(llama.ctx, -1), shape=(n_vocab,))
             if priced and not in_string:
                 assert step_tokens is not None

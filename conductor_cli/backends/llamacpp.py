@@ -362,6 +362,7 @@ class LlamaCppBackend:
             repeat_penalty=request.repeat_penalty,
             step_penalty=request.step_penalty,
             step_tokens=loaded.step_tokens,
+            cancelled=request.cancelled,
         )
         return Completion(
             text=llama.detokenize(out.tokens).decode("utf-8", errors="replace"),

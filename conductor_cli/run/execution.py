@@ -129,7 +129,12 @@ def check_workers(workflow: Workflow, pool: Pool, keep: Mapping[int, StepResult]
         )
 
 
-def planner_for(backend: Backend, config: Config, chooser: ShapeChooser | None) -> Conductor:
+def planner_for(
+    backend: Backend,
+    config: Config,
+    chooser: ShapeChooser | None,
+    cancel: threading.Event | None = None,
+) -> Conductor:
     c = config.conductor
     return Conductor(
         backend,
@@ -137,6 +142,7 @@ def planner_for(backend: Backend, config: Config, chooser: ShapeChooser | None) 
         seed=c.seed,
         chooser=chooser,
         step_penalty=c.step_penalty,
+        cancelled=cancel.is_set if cancel is not None else None,
     )
 
 
@@ -148,9 +154,10 @@ def plan_question(
     infos: Sequence[WorkerInfo],
     emit: Subscriber,
     chooser: ShapeChooser | None = None,
+    cancel: threading.Event | None = None,
 ) -> Plan:
     emit(PlanStarted(backend.identity))
-    conductor = planner_for(backend, config, chooser)
+    conductor = planner_for(backend, config, chooser, cancel)
     plan = conductor.plan(question, infos, attachments, config.conductor.max_steps)
     source: Source = "cache" if plan.cached else "model"
     emit(PlanReady(plan.workflow, plan.seconds, source, plan.tokens_in, plan.tokens_out))
@@ -240,6 +247,7 @@ class Execution:
                 worker_infos(parts.pool.workers),
                 emit,
                 chooser,
+                controls.cancel,
             )
             workflow = plan.workflow
             if self.record is not None:
@@ -265,7 +273,9 @@ class Execution:
             later = LaterRounds(
                 self.config,
                 parts.pool,
-                lambda: planner_for(parts.conductor(), self.config, parts.chooser()),
+                lambda: planner_for(
+                    parts.conductor(), self.config, parts.chooser(), controls.cancel
+                ),
                 lambda: parts.conductor().identity,
                 self.prior_rounds,
                 controls.seed,

@@ -9,7 +9,7 @@ failure it is asked once more with the error shown to it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -237,12 +237,14 @@ class Conductor:
         seed: int,
         chooser: ShapeChooser | None = None,
         step_penalty: float = 0.0,
+        cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self.backend = backend
         self.temperature = temperature
         self.seed = seed
         self.chooser = chooser
         self.step_penalty = step_penalty
+        self.cancelled = cancelled  # the run's cancel flag: planning stops between tokens
 
     def plan(
         self,
@@ -354,6 +356,7 @@ class Conductor:
                 # A grammar's price per further step (a served conductor has no grammar).
                 step_penalty=self.step_penalty if grammar is not None else 0.0,
                 fixed_messages=1,  # the system prompt: instructions and pool, same every time
+                cancelled=self.cancelled,
             )
         )
 
