@@ -231,8 +231,11 @@ def test_a_retry_writes_again_only_where_an_example_failed(tmp_path: Path, gguf_
 
     def run(body: str):
         code = "```python\ndef double(x):\n    return " + body + "\n```"
+        return run_steps(f"print({json.dumps(code)})")
+
+    def run_steps(writes: str):
         steps = [
-            {"worker": "python", "task": f"print({json.dumps(code)})", "sees": []},
+            {"worker": "python", "task": writes, "sees": []},
             {"worker": "python", "task": TEST, "sees": [0]},
             {"worker": "local", "task": RETRY, "sees": [1]},
             {"worker": "python", "task": TEST, "sees": [2]},
@@ -242,9 +245,13 @@ def test_a_retry_writes_again_only_where_an_example_failed(tmp_path: Path, gguf_
         return run_workflow(workflow, question, config=config, options=RunOptions(CacheMode.OFF))
 
     passed = run("x * 2")
-    assert [s.source for s in passed.steps[2::2]] == ["kept", "kept"]
+    assert [s.source for s in passed.steps[2:]] == ["kept", "kept", "kept"]
     assert passed.answer == passed.steps[0].output and passed.steps[3].output.startswith("All")
-    assert passed.model_calls == 3  # the three tool steps; SmolLM2 was never asked
+    assert passed.model_calls == 2  # writing and one test; the same code is not tested twice
+    # An answer in words (no code block) is kept as it is: code was not what it gave.
+    said = run_steps("print('It prints 4: double doubles.')")
+    assert said.steps[1].output == examples.NO_CODE and said.model_calls == 2
+    assert said.answer == "It prints 4: double doubles." and said.steps[4].source == "kept"
     failed = run("x + 3")
     assert failed.steps[1].output.startswith("0 of 1 examples pass.")
     assert failed.steps[2].source == "model" and failed.answer != failed.steps[0].output

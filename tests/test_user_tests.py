@@ -183,6 +183,9 @@ def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
     assert planner.plan("fix this", POOL, ATTACHED[:1], 5).workflow.shape == "coder"
     asked = planner.plan(MBPP_LIKE, POOL, (), 5).workflow
     assert [s.task for s in asked.steps] == ["Fix the file.", TEST, RETRY, TEST, RETRY]
+    # An agent's turn (run/execution plans it with tests=False): its last step is the one
+    # that may call the client's tools, so no test step follows it.
+    assert planner.plan(MBPP_LIKE, POOL, ATTACHED, 5, tests=False).workflow.shape == "coder"
 
 
 def test_code_that_passes_the_users_tests_is_kept_and_the_trace_lists_them(

@@ -165,16 +165,14 @@ def _per_worker(
     return expand
 
 
-def _program(raw: str, rest: str, config: Config) -> list[str]:
-    return [f"program:{w}" for w in program_writers(config, rest, raw)]
+def _per_writer(kind: str) -> Callable[[str, str, Config], list[str]]:
+    """`program` / `repair` / `retry`: one strategy per model that writes code the pool's
+    python tool runs, or the one named."""
 
+    def expand(raw: str, rest: str, config: Config) -> list[str]:
+        return [f"{kind}:{w}" for w in program_writers(config, rest, raw)]
 
-def _repair(raw: str, rest: str, config: Config) -> list[str]:
-    return [f"repair:{w}" for w in program_writers(config, rest, raw)]
-
-
-def _retry(raw: str, rest: str, config: Config) -> list[str]:
-    return [f"retry:{w}" for w in program_writers(config, rest, raw)]
+    return expand
 
 
 def _alone(name: str) -> Callable[[str, str, Config], list[str]]:
@@ -261,13 +259,14 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
         StrategyKind("vote", "vote[:WORKER]", "self-consistency: samples, the majority answer",
                      _per_worker("vote", voters), _SOLVERS + "vote", defaults=("",)),
         StrategyKind("program", "program[:WORKER]", "WORKER writes a program, the python tool "
-                     "runs it", _program, _SOLVERS + "program"),
+                     "runs it", _per_writer("program"), _SOLVERS + "program"),
         StrategyKind("repair", "repair[:WORKER]", "WORKER writes the code, the python tool "
-                     "tests it on the examples the question shows, WORKER repairs it", _repair,
-                     _SOLVERS + "repair"),
+                     "tests it on the examples the question shows, WORKER repairs it",
+                     _per_writer("repair"), _SOLVERS + "repair"),
         StrategyKind("retry", "retry[:WORKER]", "WORKER writes the code, the python tool "
                      "tests it on the examples the question shows, WORKER writes it again "
-                     "shown what failed (twice at most)", _retry, _SOLVERS + "retry"),
+                     "shown what failed (twice at most)", _per_writer("retry"),
+                     _SOLVERS + "retry"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
                      _alone("moa"), _SOLVERS + "moa", defaults=("",)),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",

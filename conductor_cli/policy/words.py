@@ -20,9 +20,10 @@ PROGRAM = (
     "in one ```python block."
 )
 RUN = "Run the program from step 0."
-# Write, test, repair (issue 69): the python tool runs the code of the step it sees on the
-# examples the question shows (doctest lines, asserts; never a benchmark's hidden tests) and
-# says which fail; the writer then fixes what failed.
+# Write, test, repair or write again (issue 69): the python tool runs the code of the step it
+# sees on the examples the question shows (doctest lines, asserts; never a benchmark's hidden
+# tests) and says which fail; the writer then fixes what failed (`repair`, shown its code) or
+# writes the code again (`retry`, shown only what failed).
 TEST = examples.TEST
 REPAIR = examples.REPAIR
 RETRY = examples.RETRY

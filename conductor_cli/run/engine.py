@@ -289,21 +289,43 @@ class Engine:
         return result
 
     def _kept(self, workflow: Workflow, i: int, results: Mapping[int, StepResult]) -> str | None:
-        """A repair or retry step's code when there is nothing to repair: it sees a test step
-        whose code passed every example the question shows (or which found none); asking the
-        writer again would only risk breaking it. A repair step also sees the code it keeps; a
-        retry step is shown only the test (tools/examples.RETRY), and keeps the code tested."""
+        """What a step gives without a call, where a call could only repeat or break it:
+
+        - a repair or retry step that sees a test step whose code passed every example the
+          question shows (or which found none) keeps that code; a repair step also sees the
+          code it keeps, a retry step is shown only the test (tools/examples.RETRY);
+        - a retry step whose tested step wrote no code keeps that answer: words, where code
+          was not what was asked ("what does this print?" beside a doctest line);
+        - a test step of a retry step that kept the code tested before gives that test's
+          report again (the same code, the same examples)."""
         step = workflow.steps[i]
+        if step.task == TEST:
+            return self._retested(workflow, step.sees, results)
         if step.task not in (REPAIR, RETRY):
             return None
         for k in step.sees:
             tester = workflow.steps[k]
-            if tester.task != TEST or not examples.nothing_to_repair(results[k].output):
+            if tester.task != TEST:
+                continue
+            report = results[k].output
+            no_code = step.task == RETRY and report.strip() == examples.NO_CODE
+            if not (no_code or examples.nothing_to_repair(report)):
                 continue
             writers = [j for j in tester.sees if step.task == RETRY or j in step.sees]
             if writers:
                 return results[writers[-1]].output
         return None
+
+    def _retested(
+        self, workflow: Workflow, sees: tuple[int, ...], results: Mapping[int, StepResult]
+    ) -> str | None:
+        if len(sees) != 1 or results[sees[0]].source != "kept":
+            return None
+        retry = workflow.steps[sees[0]]
+        earlier = [k for k in retry.sees if workflow.steps[k].task == TEST]
+        if retry.task != RETRY or not earlier:
+            return None
+        return results[earlier[-1]].output
 
     def _keep(
         self,

@@ -155,10 +155,12 @@ def plan_question(
     emit: Subscriber,
     chooser: ShapeChooser | None = None,
     cancel: threading.Event | None = None,
+    *,
+    tests: bool = True,
 ) -> Plan:
     emit(PlanStarted(backend.identity))
     conductor = planner_for(backend, config, chooser, cancel)
-    plan = conductor.plan(question, infos, attachments, config.conductor.max_steps)
+    plan = conductor.plan(question, infos, attachments, config.conductor.max_steps, tests=tests)
     source: Source = "cache" if plan.cached else "model"
     emit(PlanReady(plan.workflow, plan.seconds, source, plan.tokens_in, plan.tokens_out))
     return plan
@@ -248,6 +250,7 @@ class Execution:
                 emit,
                 chooser,
                 controls.cancel,
+                tests=controls.agent is None,  # an agent's last step calls its tools
             )
             workflow = plan.workflow
             if self.record is not None:

@@ -252,8 +252,15 @@ class Conductor:
         pool: Sequence[WorkerInfo],
         attachments: Sequence[Attachment],
         max_steps: int,
+        *,
+        tests: bool = True,
     ) -> Plan:
+        """The conductor's plan for `question`, then (`tests`) the test steps the question's
+        own tests or examples call for (run/user_tests.py); an agent's turn gets none: its
+        last step is the one that may call the client's tools."""
         plan = self._first_plan(question, pool, attachments, max_steps)
+        if not tests:
+            return plan
         workflow = with_user_tests(plan.workflow, pool, attachments, max_steps, question)
         return plan if workflow is plan.workflow else replace(plan, workflow=workflow)
 

@@ -4,10 +4,11 @@ was planned: a rule of the run, not a learned choice (the head never trained on 
 - A user's test file attached (`--file test_bug.py`): the code of the answer is run on those
   tests by a tool that runs programs, and its writer repairs what failed. A user who hands
   over tests expects them run.
-- Else, a question that asks for code and shows examples (doctest lines, an assert, a
-  function's signature with examples: tools/examples.shows_code_examples): the code is run on
+- Else, a question that shows code examples (doctest lines, an assert, a function's
+  signature with examples: tools/examples.shows_code_examples): the answer's code is run on
   those examples, and where one fails its writer writes the code again shown only what failed
-  (tools/examples.RETRY), twice at most. A question without such examples gets no step.
+  (tools/examples.RETRY), twice at most. An answer with no code is kept as it is; a question
+  without such examples gets no step.
 
 The tests run in the sandbox like any program (tools/examples.py), and the trace's test step
 lists each test and what it said. Code that passes them all is kept without another call

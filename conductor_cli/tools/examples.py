@@ -101,10 +101,11 @@ _DEF = re.compile(r"^[ \t]*def [A-Za-z_]\w*\(", re.M)
 
 
 def shows_code_examples(text: str) -> bool:
-    """Whether `text` asks for code and shows examples its answer can be tested on: a
-    doctest line or a top-level assert (MBPP's shown test), or a prose example beside a
-    function's signature (HumanEval's `f(3, 4, 5) == 6.00`). An example alone in prose ("if
-    f(2) = 5, ...") is not code asked for."""
+    """Whether `text` shows code examples an answer's code can be tested on: a doctest line
+    or a top-level assert (MBPP's shown test), or a prose example beside a function's
+    signature (HumanEval's `f(3, 4, 5) == 6.00`). An example alone in prose ("if f(2) = 5,
+    ...") is not one. Whether code is asked is the answer's to say: an answer with no code
+    is kept as it is (run/engine)."""
     found = examples(text)
     if not found:
         return False
