@@ -137,12 +137,20 @@ def test_the_examples_read_are_those_the_docstrings_mean(tool: PythonTool) -> No
     assert shown == 124 - len(WRONG_IN_THE_SOURCE)
 
 
-def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
-    tmp_path: Path, gguf_path: Path
-) -> None:
-    """The engine, the real python tool (twice: once printing the code a writer would have
-    written, once testing it) and the real SmolLM2 as the repairer: asked only where an
-    example failed."""
+DOUBLE_ASKED = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
+
+
+def writes(body: str) -> str:
+    """A python step that prints what a writer would have written: `double` returning body."""
+    import json
+
+    code = "```python\ndef double(x):\n    return " + body + "\n```"
+    return f"print({json.dumps(code)})"
+
+
+def run_scripted(tmp_path: Path, first: str, then: list[tuple[str, list[int]]]):
+    """DOUBLE_ASKED through the engine with the real python tool (step 0 runs `first`; the
+    test steps) and the real SmolLM2 (every other step of `then`: (task, sees))."""
     import json
 
     from conductor_cli.api import RunOptions, run_workflow
@@ -150,25 +158,32 @@ def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
     from conductor_cli.run.workflow import parse_workflow
     from conductor_cli.storage.cache import CacheMode
 
-    path = tmp_path / "repair.toml"
+    path = tmp_path / "scripted.toml"
     path.write_text(
         '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 40\n\n'
         '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
         encoding="utf-8",
     )
-    config = load_config(path)
-    question = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
+    steps = [{"worker": "python", "task": first, "sees": []}]
+    steps += [
+        {"worker": "python" if task == TEST else "local", "task": task, "sees": sees}
+        for task, sees in then
+    ]
+    workflow = parse_workflow(json.dumps({"steps": steps}), ["local", "python"], len(steps))
+    return run_workflow(
+        workflow, DOUBLE_ASKED, config=load_config(path), options=RunOptions(CacheMode.OFF)
+    )
+
+
+def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
+    tmp_path: Path, gguf_path: Path
+) -> None:
+    """The engine, the real python tool (twice: once printing the code a writer would have
+    written, once testing it) and the real SmolLM2 as the repairer: asked only where an
+    example failed."""
 
     def run(body: str):
-        code = "```python\ndef double(x):\n    return " + body + "\n```"
-        writes = f"print({json.dumps(code)})"
-        steps = [
-            {"worker": "python", "task": writes, "sees": []},
-            {"worker": "python", "task": TEST, "sees": [0]},
-            {"worker": "local", "task": REPAIR, "sees": [0, 1]},
-        ]
-        workflow = parse_workflow(json.dumps({"steps": steps}), ["local", "python"], 3)
-        return run_workflow(workflow, question, config=config, options=RunOptions(CacheMode.OFF))
+        return run_scripted(tmp_path, writes(body), [(TEST, [0]), (REPAIR, [0, 1])])
 
     passed = run("x * 2")
     assert passed.steps[1].output == "All 1 examples pass."
@@ -213,45 +228,19 @@ def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
 def test_a_retry_writes_again_only_where_an_example_failed(tmp_path: Path, gguf_path: Path) -> None:
     """The engine, the real python tool and the real SmolLM2: code that passes is kept through
     both retries with no model call; code that fails is written again."""
-    import json
+    retries = [(TEST, [0]), (RETRY, [1]), (TEST, [2]), (RETRY, [3])]
 
-    from conductor_cli.api import RunOptions, run_workflow
-    from conductor_cli.config.settings import load_config
-    from conductor_cli.run.workflow import parse_workflow
-    from conductor_cli.storage.cache import CacheMode
+    def run(first: str):
+        return run_scripted(tmp_path, first, retries)
 
-    path = tmp_path / "retry.toml"
-    path.write_text(
-        '[[workers]]\nname = "local"\nmodel = "gguf:smollm2-135m-instruct"\nmax_tokens = 40\n\n'
-        '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
-        encoding="utf-8",
-    )
-    config = load_config(path)
-    question = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
-
-    def run(body: str):
-        code = "```python\ndef double(x):\n    return " + body + "\n```"
-        return run_steps(f"print({json.dumps(code)})")
-
-    def run_steps(writes: str):
-        steps = [
-            {"worker": "python", "task": writes, "sees": []},
-            {"worker": "python", "task": TEST, "sees": [0]},
-            {"worker": "local", "task": RETRY, "sees": [1]},
-            {"worker": "python", "task": TEST, "sees": [2]},
-            {"worker": "local", "task": RETRY, "sees": [3]},
-        ]
-        workflow = parse_workflow(json.dumps({"steps": steps}), ["local", "python"], 5)
-        return run_workflow(workflow, question, config=config, options=RunOptions(CacheMode.OFF))
-
-    passed = run("x * 2")
+    passed = run(writes("x * 2"))
     assert [s.source for s in passed.steps[2:]] == ["kept", "kept", "kept"]
     assert passed.answer == passed.steps[0].output and passed.steps[3].output.startswith("All")
     assert passed.model_calls == 2  # writing and one test; the same code is not tested twice
     # An answer in words (no code block) is kept as it is: code was not what it gave.
-    said = run_steps("print('It prints 4: double doubles.')")
+    said = run("print('It prints 4: double doubles.')")
     assert said.steps[1].output == examples.NO_CODE and said.model_calls == 2
     assert said.answer == "It prints 4: double doubles." and said.steps[4].source == "kept"
-    failed = run("x + 3")
+    failed = run(writes("x + 3"))
     assert failed.steps[1].output.startswith("0 of 1 examples pass.")
     assert failed.steps[2].source == "model" and failed.answer != failed.steps[0].output
