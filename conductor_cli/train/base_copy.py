@@ -4,8 +4,10 @@ transformers reads a GGUF by dequantizing every tensor in Python: 24 s for the 9
 on 2 cores, at the start of every LoRA training run, export check and resume. The float32
 result saved as safetensors loads in 0.1 s with the same weights (checked bit for bit), so the
 first load keeps it under the state folder (`paths.state_dir()`, derived files kept for speed
-only; `conductor cache clear` removes them). Keyed by the GGUF's path, size and mtime, and the
-transformers version: a changed file or library converts again. The export check's float32
+only; `conductor cache clear` removes them). Keyed by the GGUF file itself (its device and
+inode, so a hard link shares the copy), size and mtime, and the transformers version: a changed
+file or library converts again. Processes that need the same copy at once (`--processes N`)
+take turns: the first converts, the others load what it kept. The export check's float32
 GGUF of the same base is kept beside it, under the same key (`float32_gguf`), and so is its
 tokenizer (`load_tokenizer`).
 """
@@ -13,6 +15,7 @@ tokenizer (`load_tokenizer`).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import io
 import shutil
@@ -35,7 +38,10 @@ def _key(base: Path) -> str:
     import transformers
 
     stat = base.stat()
-    ident = f"{base.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{transformers.__version__}"
+    ident = (
+        f"{stat.st_dev}\0{stat.st_ino}\0{stat.st_size}\0{stat.st_mtime_ns}\0"
+        f"{transformers.__version__}"
+    )
     return f"{base.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
 
 
@@ -81,16 +87,30 @@ def _kept_or_made(
 ) -> Any:
     """What `load` reads from the folder `kept` (whole once `marker` is in it), or else what
     `convert` makes from the GGUF, then saved there (`save_pretrained`) for the next load."""
-    if (kept / marker).is_file():
+    with _one_maker(kept):
+        if (kept / marker).is_file():
+            try:
+                with _quiet():
+                    return load(str(kept))
+            except Exception:  # any damage to a derived copy (safetensors has its own errors)
+                shutil.rmtree(kept, ignore_errors=True)  # convert again below
+        with _quiet():
+            made = convert()
+        _keep(made, kept)
+        return made
+
+
+@contextlib.contextmanager
+def _one_maker(kept: Path) -> Iterator[None]:
+    """Held while `kept` is checked and made: a second process waits for the first's copy
+    instead of converting the same GGUF beside it (each conversion is a core's 20 s)."""
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    with open(kept.parent / f".{kept.name}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            with _quiet():
-                return load(str(kept))
-        except Exception:  # any damage to a derived copy (safetensors has its own errors)
-            shutil.rmtree(kept, ignore_errors=True)  # convert again below
-    with _quiet():
-        made = convert()
-    _keep(made, kept)
-    return made
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _keep(made: Any, kept: Path) -> None:
@@ -107,9 +127,10 @@ def float32_gguf(base: Path) -> Path:
     """The GGUF `base` with every tensor as float32, made once (5 s and 540 MB for the
     default) and kept beside the torch copy under the same key: the export check loads it."""
     kept = copies_dir() / f"{_key(base)}.f32.gguf"
-    if not kept.is_file():
-        with _staged(kept) as staged:
-            dequantized_copy(base, staged)
+    with _one_maker(kept):
+        if not kept.is_file():
+            with _staged(kept) as staged:
+                dequantized_copy(base, staged)
     return kept
 
 

@@ -4,7 +4,8 @@ llama.cpp multiplies a Q4_1 model's weights with 8-bit-quantized activations, to
 dequantized floats; that alone moves logits by up to about 1.4 and flips greedy choices at near
 ties, adapter or not. So the check loads the *same* weights in both: a float32 copy of the base
 GGUF (every tensor dequantized, every key kept), where the two agree to about 0.02, then greedy
-continuations must be identical. An adapter with Q and K rows in the wrong order moves logits by
+continuations must be identical (torch reads llama.cpp's continuation in one pass and must choose
+each of its tokens). An adapter with Q and K rows in the wrong order moves logits by
 4 or more there (both measured on SmolLM2-135M).
 """
 
@@ -60,7 +61,10 @@ def check_export(
         for text in prompts:
             tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)
             ours = llama_greedy(llama, tokens, TOKENS)
-            theirs = policy.greedy(tokens, TOKENS)
+            # torch's choice after each of llama.cpp's prefixes: torch's greedy continuation
+            # is `ours` exactly when every choice agrees, and the first disagreement is where
+            # the two continuations part.
+            theirs = policy.argmax_after(tokens, ours)
             pairs = zip(ours, theirs, strict=True)
             agree = next((i for i, (a, b) in enumerate(pairs) if a != b), TOKENS)
             results.append({"prompt": text, "identical": ours == theirs, "same_prefix": agree})

@@ -232,6 +232,19 @@ class Policy:
                 ids = torch.tensor([[token]], device=self.device)
         return out
 
+    def argmax_after(self, prompt: Sequence[int], continuation: Sequence[int]) -> list[int]:
+        """The token torch would choose after `prompt` + each prefix of `continuation`, in one
+        forward pass: where every choice equals the next token of `continuation`, torch's own
+        greedy continuation *is* `continuation` (the export check reads it so, instead of 32
+        passes a prompt)."""
+        import torch
+
+        self.model.eval()
+        tokens = [*prompt, *continuation[:-1]]
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.tensor([tokens], device=self.device)).logits
+        return [int(t) for t in logits[0, len(prompt) - 1 :].argmax(-1)]
+
     def export(self, path: Path) -> None:
         """The adapter as llama.cpp loads it (adapter_gguf.py)."""
         state = {k: v.detach().float().cpu().numpy() for k, v in self.model.state_dict().items()}
