@@ -193,11 +193,14 @@ class Runtime:
         return info
 
     def clear_caches(self) -> tuple[int, int, int]:
-        """`cache clear`: (cached responses, saved prompt states, converted training bases)
-        removed."""
+        """`cache clear`: (cached responses, saved prompt states and hidden states, converted
+        training bases) removed."""
+        from conductor_cli.policy.feature_store import FeatureStore
+
         with self._any_cache() as cache:
             removed = cache.clear()
-        return removed, PrefixStateStore.default().clear(), paths.clear_torch_bases()
+        states = PrefixStateStore.default().clear() + FeatureStore.default().clear()
+        return removed, states, paths.clear_torch_bases()
 
     # --- pools ----------------------------------------------------------------------------
 
@@ -306,7 +309,9 @@ class Runtime:
 
             base = conductor_backend(config, self.catalog, self.models, self.litellm)
             assert isinstance(base, LlamaCppBackend)
-            return HeadChooser.load(trained, base.path, config.workers, config.conductor)
+            return HeadChooser.load(
+                trained, base.path, config.workers, config.conductor, kept=config.cache.enabled
+            )
 
         return self.choosers.get((trained.name, str(trained.head_path), *names), load)
 

@@ -543,3 +543,15 @@ def test_kept_results_are_not_run_again_and_feed_their_dependents() -> None:
     assert "KEPT-OUTPUT" in conversation(fake.requests[0])
     assert results[0] is kept
     assert [(e.index, e.source) for e in rec.of(StepFinished)] == [(0, "trace"), (1, "model")]
+
+
+def test_a_stopped_budget_lets_no_call_through_and_counts_those_made() -> None:
+    # A training that ends (Ctrl-C) records its calls while a rollout thread may be about to
+    # call: after stop(), that call is refused, so the record counts every call made.
+    budget = Budget(max_calls=10)
+    budget.reserve("w0", None)
+    budget.reserve("w1", None)
+    assert budget.stop() == 2
+    with pytest.raises(BudgetError, match="ending"):
+        budget.reserve("w0", None)
+    assert budget.calls == 2

@@ -102,8 +102,9 @@ def test_shapes_are_enumerated_and_a_forced_shape_is_what_llama_cpp_writes(
 
 def test_hidden_states_reuse_the_shared_prompt_exactly(gguf_path: Path) -> None:
     pool = [WorkerInfo("w0", "a general assistant"), WorkerInfo("w1", "a general assistant")]
-    first = PromptFeatures(gguf_path, n_ctx=2048)
-    fresh = PromptFeatures(gguf_path, n_ctx=2048)
+    # Not kept on disk: `fresh` must decode the prompt itself (test_feature_store.py).
+    first = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
+    fresh = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
     try:
         a = first(plan_messages("What is 2 plus 2?", pool, (), 2))
         b = first(plan_messages("Spell stone backwards.", pool, (), 2))  # reuses the prefix

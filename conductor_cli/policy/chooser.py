@@ -60,7 +60,10 @@ class HeadChooser:
         base: Path,
         pool: Sequence[WorkerConfig],
         settings: ConductorSettings,
+        *,
+        kept: bool = True,
     ) -> HeadChooser:
+        """`kept`: hidden states read once are kept on disk (off with the cache)."""
         head = load_head(trained.head_path)
         round_path = trained.round_head_path
         round_head = Head.load(round_path) if round_path is not None else None
@@ -84,7 +87,10 @@ class HeadChooser:
                 f"version does not know ({', '.join(TASKS)}); train it again."
             )
         features = PromptFeatures(
-            base, n_ctx=min(settings.n_ctx, FEATURES_CTX), n_threads=settings.n_threads
+            base,
+            n_ctx=min(settings.n_ctx, FEATURES_CTX),
+            n_threads=settings.n_threads,
+            kept=kept,
         )
         note = trained.unmeasured_note(pool)
         familiar = None

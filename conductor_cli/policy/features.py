@@ -5,6 +5,8 @@ prompt is decoded and the last token's final hidden state (n_embd numbers, 576 f
 is read. The planning prompt is mostly the same for every question (instructions and pool):
 the tokens the context already holds are kept and only the rest is decoded, so a question
 costs its own tokens (about 50 ms for SmolLM2 here) instead of the whole prompt (0.8 s).
+A prompt read once is kept on disk (policy/feature_store.py): read again, in this run or a
+later one, it costs no decode.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 
 from conductor_cli.backends.hidden_states import HiddenStates
 from conductor_cli.errors import ModelError
+from conductor_cli.policy.feature_store import FeatureStore, build, features_key, model_identity
 
 N_BATCH = 512
 
@@ -24,11 +27,17 @@ N_BATCH = 512
 class PromptFeatures:
     """Hidden states of chat prompts from one GGUF (one instance per model; thread-safe)."""
 
-    def __init__(self, model: Path, *, n_ctx: int = 4096, n_threads: int = 0) -> None:
+    def __init__(
+        self, model: Path, *, n_ctx: int = 4096, n_threads: int = 0, kept: bool = True
+    ) -> None:
+        """`kept=False`: every prompt decoded, none read from or written to the store."""
         self.model = model
         self._states = HiddenStates(model, n_ctx=n_ctx, n_batch=N_BATCH, n_threads=n_threads)
         self.size = self._states.size
         self._lock = threading.Lock()
+        self._store = FeatureStore.default() if kept else None
+        self._identity = model_identity(model) if kept else ""
+        self._build = build() if kept else ""
 
     def __call__(self, messages: Sequence[dict[str, str]]) -> np.ndarray:
         tokens = self._states.chat_tokens(messages)
@@ -39,8 +48,17 @@ class PromptFeatures:
                 f"{self.model}: the planning prompt ({len(tokens)} tokens) does not fit "
                 f"{self._states.n_ctx}; raise conductor.n_ctx"
             )
+        if self._store is None:
+            with self._lock:
+                return self._states.last(tokens)
+        key = features_key(self._identity, self._build, tokens)
+        stored = self._store.load(key, self.size)
+        if stored is not None:
+            return stored
         with self._lock:
-            return self._states.last(tokens)
+            vector = self._states.last(tokens)
+        self._store.save(key, vector)
+        return vector
 
     def close(self) -> None:
         self._states.close()

@@ -50,12 +50,15 @@ class Budget:
     # and its conductor is a local model.
     exempt: frozenset[str] = frozenset()
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _stopped: bool = field(default=False, repr=False)
 
     def reserve(self, what: str, estimate: float | None) -> None:
         """Count a call about to be made, or refuse it if it could cross a limit."""
         if what in self.exempt:
             return
         with self._lock:
+            if self._stopped:
+                raise BudgetError(f"{what}: no model call: the run is ending")
             if self.max_calls is not None and self.calls + 1 > self.max_calls:
                 raise BudgetError(
                     f"{what}: stopped before model call {self.calls + 1}: --max-calls "
@@ -67,6 +70,13 @@ class Budget:
                     f"${self.spent:.4f} spent: --max-cost {self.max_cost} would be crossed."
                 )
             self.calls += 1
+
+    def stop(self) -> int:
+        """No call is counted or made after this; the calls counted (a training that ends,
+        on Ctrl-C too, records them while its other threads may still be about to call)."""
+        with self._lock:
+            self._stopped = True
+            return self.calls
 
     def settle(self, cost: float | None) -> None:
         with self._lock:

@@ -496,7 +496,10 @@ class _HeadTraining:
         untrained head (zero weights) and the questions as its inputs."""
         c, training = self.config.conductor, self.setup.training
         infos = worker_infos(self.config.workers)
-        self.features = PromptFeatures(base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
+        self.features = PromptFeatures(
+            base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads,
+            kept=self.config.cache.enabled,
+        )  # fmt: skip
         hidden = []
         for i, problem in enumerate(training):
             hidden.append(self.features(plan_messages(problem.question, infos, (), c.max_steps)))
@@ -602,8 +605,9 @@ class _HeadTraining:
         if spent is not None and runs is not None and self.work.is_dir():
             # Best effort (a full disk must not hide the error that ended the run): a resume
             # also counts the calls of this training's rows in the store.
+            calls = runs.budget.stop()  # a rollout thread still running calls no more
             with contextlib.suppress(OSError):
-                write_spent(self.work, spent[0] + runs.budget.calls, spent[1] + runs.budget.spent)
+                write_spent(self.work, spent[0] + calls, spent[1] + runs.budget.spent)
         if self.features is not None:
             self.features.close()
         self.runner.close()

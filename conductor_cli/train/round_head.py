@@ -197,7 +197,10 @@ def train_round_head(
         )
     # What a re-planning conductor is offered, as run/rounds lists it.
     infos = worker_infos(runner.config.workers)
-    features = PromptFeatures(base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads)
+    features = PromptFeatures(
+        base, n_ctx=min(c.n_ctx, 4096), n_threads=c.n_threads,
+        kept=runner.config.cache.enabled,
+    )  # fmt: skip
     try:
         x = replan_features(features, situations, infos, c.max_steps, on_progress)
     finally:
