@@ -35,9 +35,14 @@ class PromptFeatures:
         self._states = HiddenStates(model, n_ctx=n_ctx, n_batch=N_BATCH, n_threads=n_threads)
         self.size = self._states.size
         self._lock = threading.Lock()
-        self._store = FeatureStore.default() if kept else None
-        self._identity = model_identity(model) if kept else ""
-        self._build = build() if kept else ""
+        self._store: FeatureStore | None = None
+        self._identity = self._build = ""
+        if kept:
+            try:
+                self._identity, self._build = model_identity(model), build()
+                self._store = FeatureStore.default()
+            except OSError:  # no hash remembered where the cache cannot be written: no store
+                pass
 
     def __call__(self, messages: Sequence[dict[str, str]]) -> np.ndarray:
         tokens = self._states.chat_tokens(messages)
