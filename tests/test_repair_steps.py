@@ -91,20 +91,23 @@ def test_the_tool_runs_the_code_on_the_questions_examples_and_says_what_failed(
     assert outcome_of(tool, "It looks right to me.", QUESTION) == examples.NO_CODE
 
 
-def test_the_writer_is_asked_for_its_code_and_no_step_sees_the_hidden_tests() -> None:
-    config = Config(
-        workers=(
-            WorkerConfig("coder", "gguf:smollm2-135m-instruct"),
-            WorkerConfig("py", "tool:python"),
-        )
+# A strategy's writer and the python tool, as its workflow's steps see them (no backend: the
+# tests below read the messages each step would get, nothing is called).
+CONFIG = Config(
+    workers=(
+        WorkerConfig("coder", "gguf:smollm2-135m-instruct"),
+        WorkerConfig("py", "tool:python"),
     )
-    assert parse_strategies("repair", config) == ["repair:coder"]
-    workflow = repair_workflow(config, "coder")
+)
+POOL = Pool(tuple(Worker(w, backend=None) for w in CONFIG.workers))  # type: ignore[arg-type]
+
+
+def test_the_writer_is_asked_for_its_code_and_no_step_sees_the_hidden_tests() -> None:
+    assert parse_strategies("repair", CONFIG) == ["repair:coder"]
+    workflow = repair_workflow(CONFIG, "coder")
     assert [s.task for s in workflow.steps][1:] == [TEST, REPAIR]
-    coder = Worker(config.workers[0], backend=None)  # type: ignore[arg-type]
-    python = Worker(config.workers[1], backend=None)  # type: ignore[arg-type]
-    pool = Pool((coder, python))
-    assert [feeds_python(workflow, i, pool) for i in range(3)] == [False, False, False]
+    coder, python = POOL.workers
+    assert [feeds_python(workflow, i, POOL) for i in range(3)] == [False, False, False]
     problem = load("humaneval-fix", "test")[0]
     attached = [Attachment(n, t) for n, t in problem.attachments]
     outputs = {0: FIXED, 1: "All 2 examples pass."}
@@ -197,24 +200,16 @@ def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
 def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
     """`retry:W`: W writes, the tool tests, W writes again shown the test's report alone (its
     wrong code would anchor the next try), twice at most; no step sees the hidden tests."""
-    config = Config(
-        workers=(
-            WorkerConfig("coder", "gguf:smollm2-135m-instruct"),
-            WorkerConfig("py", "tool:python"),
-        )
-    )
-    assert parse_strategies("retry", config) == ["retry:coder"]
-    workflow = retry_workflow(config, "coder")
+    assert parse_strategies("retry", CONFIG) == ["retry:coder"]
+    workflow = retry_workflow(CONFIG, "coder")
     assert [(s.worker, s.task, s.sees) for s in workflow.steps][1:] == [
         ("py", TEST, (0,)),
         ("coder", RETRY, (1,)),
         ("py", TEST, (2,)),
         ("coder", RETRY, (3,)),
     ]
-    coder = Worker(config.workers[0], backend=None)  # type: ignore[arg-type]
-    python = Worker(config.workers[1], backend=None)  # type: ignore[arg-type]
-    pool = Pool((coder, python))
-    assert not any(feeds_python(workflow, i, pool) for i in range(5))
+    coder = POOL.get("coder")
+    assert not any(feeds_python(workflow, i, POOL) for i in range(5))
     problem = load("humaneval", "test")[0]
     report = "0 of 1 examples pass. Failed:\n>>> f(2)\nexpected: 4\ngot: 5"
     outputs = {0: BUGGY, 1: report}

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from conductor_cli.disk import paths
+from conductor_cli.disk import kept_files, paths
 
 MAGIC = b"conductor-kv-state\n"
 FORMAT_VERSION = 1
@@ -104,20 +104,10 @@ class PrefixStateStore:
         self.prune()
 
     def files(self) -> list[Path]:
-        try:
-            return sorted(self.directory.glob(f"*{SUFFIX}"))
-        except OSError:
-            return []
+        return kept_files.listed(self.directory, SUFFIX)
 
     def prune(self) -> None:
-        def mtime(p: Path) -> float:
-            try:
-                return p.stat().st_mtime
-            except OSError:
-                return 0.0
-
-        for old in sorted(self.files(), key=mtime, reverse=True)[self.keep :]:
-            old.unlink(missing_ok=True)
+        kept_files.keep_newest(self.files(), self.keep)
 
     def size_bytes(self) -> int:
         total = 0
@@ -127,7 +117,4 @@ class PrefixStateStore:
         return total
 
     def clear(self) -> int:
-        files = self.files()
-        for p in files:
-            p.unlink(missing_ok=True)
-        return len(files)
+        return kept_files.remove(self.files())

@@ -12,7 +12,6 @@ only, under the state folder, the newest `keep` files; `conductor cache clear` r
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conductor_cli.disk import paths
+from conductor_cli.disk import kept_files, paths
 
 FORMAT_VERSION = 1
 SUFFIX = ".features"
@@ -75,39 +74,10 @@ class FeatureStore:
             self.prune()
 
     def files(self) -> list[Path]:
-        try:
-            return list(self.directory.glob(f"*{SUFFIX}"))
-        except OSError:
-            return []
+        return kept_files.listed(self.directory, SUFFIX)
 
     def prune(self) -> None:
-        def mtime(p: Path) -> float:
-            try:
-                return p.stat().st_mtime
-            except OSError:
-                return 0.0
-
-        for old in sorted(self.files(), key=mtime, reverse=True)[self.keep :]:
-            with contextlib.suppress(OSError):
-                old.unlink()
+        kept_files.keep_newest(self.files(), self.keep)
 
     def clear(self) -> int:
-        files = self.files()
-        for p in files:
-            with contextlib.suppress(OSError):
-                p.unlink()
-        return len(files)
-
-
-def model_identity(model: Path) -> str:
-    """The model file's sha256 (remembered by path, size and mtime: models/catalog.py)."""
-    from conductor_cli.models.catalog import file_sha256
-
-    return file_sha256(model)
-
-
-def build() -> str:
-    """The llama.cpp build that computes the states (a new one may compute them otherwise)."""
-    import llama_cpp
-
-    return str(llama_cpp.__version__)
+        return kept_files.remove(self.files())

@@ -19,7 +19,8 @@ import numpy as np
 
 from conductor_cli.backends.hidden_states import HiddenStates
 from conductor_cli.errors import ModelError
-from conductor_cli.policy.feature_store import FeatureStore, build, features_key, model_identity
+from conductor_cli.models.catalog import file_sha256
+from conductor_cli.policy.feature_store import FeatureStore, features_key
 
 N_BATCH = 512
 
@@ -38,8 +39,10 @@ class PromptFeatures:
         self._store: FeatureStore | None = None
         self._identity = self._build = ""
         if kept:
+            import llama_cpp  # its build computes the states: a new one may compute others
+
             try:
-                self._identity, self._build = model_identity(model), build()
+                self._identity, self._build = file_sha256(model), llama_cpp.__version__
                 self._store = FeatureStore.default()
             except OSError:  # no hash remembered where the cache cannot be written: no store
                 pass

@@ -15,7 +15,6 @@ tokenizer (`load_tokenizer`).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import shutil
@@ -27,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from conductor_cli.disk import paths
+from conductor_cli.disk import locks, paths
 
 
 def copies_dir() -> Path:
@@ -100,17 +99,10 @@ def _kept_or_made(
         return made
 
 
-@contextlib.contextmanager
-def _one_maker(kept: Path) -> Iterator[None]:
+def _one_maker(kept: Path) -> contextlib.AbstractContextManager[None]:
     """Held while `kept` is checked and made: a second process waits for the first's copy
     instead of converting the same GGUF beside it (each conversion is a core's 20 s)."""
-    kept.parent.mkdir(parents=True, exist_ok=True)
-    with open(kept.parent / f".{kept.name}.lock", "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return locks.exclusive(kept.parent / f".{kept.name}.lock")
 
 
 def _keep(made: Any, kept: Path) -> None:

@@ -7,13 +7,13 @@ the ledger says was spent."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from conductor_cli.disk.atomic import atomic_write
+from conductor_cli.disk.locks import exclusive
 from conductor_cli.errors import BudgetError
 from conductor_cli.run.budget import Budget
 from conductor_cli.train.spend import SPENT
@@ -72,20 +72,15 @@ def _locked(ledger: Path) -> Iterator[list]:
     """[calls, dollars, calls by process] read under an exclusive lock, written back
     (atomically) on the way out: a process killed mid-write leaves the old file, never half a
     new one."""
-    ledger.parent.mkdir(parents=True, exist_ok=True)
-    with open(ledger.with_suffix(".lock"), "a+") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(ledger.with_suffix(".lock")):
         try:
-            try:
-                data = json.loads(ledger.read_text(encoding="utf-8"))
-                by = {str(k): int(v) for k, v in data.get("by_process", {}).items()}
-                totals = [int(data["calls"]), float(data["dollars"]), by]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                totals = [0, 0.0, {}]
-            before = json.dumps(totals)
-            yield totals
-            if json.dumps(totals) != before:
-                doc = {"calls": totals[0], "dollars": totals[1], "by_process": totals[2]}
-                atomic_write(ledger, json.dumps(doc).encode("utf-8"))
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            data = json.loads(ledger.read_text(encoding="utf-8"))
+            by = {str(k): int(v) for k, v in data.get("by_process", {}).items()}
+            totals = [int(data["calls"]), float(data["dollars"]), by]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            totals = [0, 0.0, {}]
+        before = json.dumps(totals)
+        yield totals
+        if json.dumps(totals) != before:
+            doc = {"calls": totals[0], "dollars": totals[1], "by_process": totals[2]}
+            atomic_write(ledger, json.dumps(doc).encode("utf-8"))
