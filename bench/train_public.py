@@ -19,6 +19,14 @@ Then `conductor train` with the head method in process, as `--shapes` (SHAPES be
 `--search all --repeats 1 --tasks fixed` (every shape run once on every question; the steps
 keep the words the rewards were measured with), the trained conductor saved under ROOT/data
 as `--out`. Run alone on an idle machine (llama.cpp).
+
+Breadth (issue 68): `--breadth K` adds K training items of each of BREADTH's 36 BIG-bench
+tasks (conductor's training split); WITHHELD's eight kinds are never read here (their test
+items are the leave-kinds-out proof). With 12 kinds or more the head's fit is validated on
+whole kinds withheld and weighs reading the question bare (docs/train.md, step 4).
+`--round-robin --max-calls N` orders the questions a kind at a time, so a budget that stops
+the measuring has measured every kind alike (the runs not bought are estimated from like
+questions, as the adaptive search does).
 """
 
 from __future__ import annotations
@@ -50,6 +58,26 @@ SHAPES = (
     "coder[program] > python[run]<0 > coder[check]<0,1",
 )
 LETTERS_HELD = REPO / "bench" / "data" / "letters.jsonl"
+# Kinds no training here ever reads (issue 68's leave-kinds-out proof is measured on their test
+# items; bench/familiar_shipped.py's eight, named before any breadth training).
+WITHHELD = (
+    "bbh:navigate", "bbh:sports_understanding", "bbh:word_sorting", "bbh:temporal_sequences",
+    "bbh:causal_judgment", "bbh:penguins_in_a_table", "bbh:word_unscrambling", "openbookqa",
+)  # fmt: skip
+# BIG-bench tasks for breadth (`--breadth`): English tasks of one task.json with at least 6
+# training and 20 test items under conductor's 1-in-5 split and prompts under 700 characters
+# (a median), chosen by those rules and for variety (knowledge, logic, language, arithmetic,
+# symbols) before anything was measured on them; none of WITHHELD.
+BREADTH = (
+    "anachronisms", "analytic_entailment", "auto_categorization", "chinese_remainder_theorem",
+    "code_line_description", "common_morpheme", "disambiguation_qa", "emoji_movie",
+    "empirical_judgments", "entailed_polarity", "epistemic_reasoning", "fantasy_reasoning",
+    "general_knowledge", "geometric_shapes", "hyperbaton", "implicatures",
+    "logical_fallacy_detection", "mathematical_induction", "matrixshapes", "metaphor_boolean",
+    "misconceptions", "movie_recommendation", "odd_one_out", "operators", "physical_intuition",
+    "physics", "qa_wikidata", "riddle_sense", "ruin_names", "simple_arithmetic_json", "snarks",
+    "social_iqa", "strategyqa", "tense", "winowhy", "formal_fallacies_syllogisms_negation",
+)  # fmt: skip
 # Words for letter questions of training, none in bench/data/letters.jsonl.
 LETTER_WORDS = [
     "butterfly", "cucumber", "kangaroo", "hippopotamus", "tomorrow", "coffee", "address",
@@ -228,6 +256,17 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("/tmp/conductor-train-public"))
     parser.add_argument("--out", default="public-team")
     parser.add_argument("--max-calls", type=int)
+    parser.add_argument(
+        "--round-robin",
+        action="store_true",
+        help="order the questions a kind at a time (with --max-calls: every kind measured alike)",
+    )
+    parser.add_argument(
+        "--search",
+        choices=("all", "adaptive"),
+        default="all",
+        help="every shape on every question, or the adaptive search within --max-calls",
+    )
     parser.add_argument("--pca-dims", type=int, default=16)
     parser.add_argument("--generations", type=int, default=60)
     parser.add_argument(
@@ -258,6 +297,18 @@ def main() -> None:
         "(what the shipped coder-team-1.5b trained on; its letter counts aside), instead of the "
         "facts, trivia and everyday questions here",
     )
+    parser.add_argument(
+        "--breadth",
+        type=int,
+        default=0,
+        help="also this many training items of each BIG-bench task of BREADTH (issue 68)",
+    )
+    parser.add_argument(
+        "--team-each",
+        type=int,
+        default=0,
+        help="with --team-kinds, at most this many questions of each of its kinds (0: all)",
+    )
     args = parser.parse_args()
     args.root.mkdir(parents=True, exist_ok=True)
     os.environ.update(isolated_env(args.root, team_config(DEFAULT_MODEL)))
@@ -268,7 +319,16 @@ def main() -> None:
 
     rows = own_rows(args.each, args.seed)
     if args.team_kinds:
-        rows = [r for r in rows if r["category"] in ("wordmath", "letters")] + team_rows()
+        team = team_rows()
+        if args.team_each:
+            seen: dict[str, int] = {}
+            kept = []
+            for r in team:
+                seen[r["category"]] = seen.get(r["category"], 0) + 1
+                if seen[r["category"]] <= args.team_each:
+                    kept.append(r)
+            team = kept
+        rows = [r for r in rows if r["category"] in ("wordmath", "letters")] + team
     own = write_rows(rows, args.root / "own.jsonl")
     problems = load_dataset("mixed", own, "numeric")
     more = dict(part.split("=") for part in args.more.split(",") if part)
@@ -276,14 +336,27 @@ def main() -> None:
         n = int(more.get(name, args.each))
         drawn = select(load_dataset(name, None, split="train"), sample=n, seed=args.seed)
         problems += [p for p in drawn]
+    for task in BREADTH if args.breadth else ():
+        drawn = load_dataset(f"bbh:{task}", None, split="train")
+        problems += select(drawn, sample=args.breadth, seed=args.seed)
+    assert not {p.category for p in problems} & set(WITHHELD), "a withheld kind in training"
+    if args.round_robin:
+        # The first question of every kind, then the second of each...: a training stopped by
+        # --max-calls under --search all has measured every kind alike.
+        order: dict[str | None, int] = {}
+        turn = []
+        for p in problems:
+            turn.append(order.get(p.category, 0))
+            order[p.category] = turn[-1] + 1
+        problems = [p for _, p in sorted(zip(turn, problems, strict=True), key=lambda t: t[0])]
     kinds: dict[str, int] = {}
     for p in problems:
         kinds[p.category or "?"] = kinds.get(p.category or "?", 0) + 1
     print(f"{len(problems)} training questions: {kinds}", flush=True)
     head = HeadOptions(
-        tasks="fixed", search="all", shapes=tuple(args.shapes.split(";")), max_calls=args.max_calls,
-        pca_dims=args.pca_dims, generations=args.generations, step_cost=args.step_cost,
-        learn_words=args.learn_words,
+        tasks="fixed", search=args.search, shapes=tuple(args.shapes.split(";")),
+        max_calls=args.max_calls, pca_dims=args.pca_dims, generations=args.generations,
+        step_cost=args.step_cost, learn_words=args.learn_words,
     )  # fmt: skip
     options = TrainOptions(
         name=args.out, dataset="mixed", holdout=0.0, seed=args.seed, repeats=1, head=head,

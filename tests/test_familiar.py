@@ -5,13 +5,14 @@ alone; the question is read without its format line (the real SmolLM2 embeds it)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conductor_cli.errors import ModelError
-from conductor_cli.policy.chooser import HeadChooser
+from conductor_cli.policy.chooser import HeadChooser, read_as
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder, centered
 from conductor_cli.policy.features import PromptFeatures
 from conductor_cli.policy.head import Head
@@ -174,5 +175,31 @@ def test_the_chooser_sends_a_question_unlike_training_to_the_member_alone(
             plan_messages("Who wrote the play Hamlet?", POOL, (), 3), "Who wrote the play Hamlet?"
         )
         assert reply is not None and '"worker": "coder"' in reply and "python" not in reply
+    finally:
+        features.close()
+
+
+def test_a_head_that_reads_the_question_bare_sees_the_same_prompt_under_any_format_line(
+    gguf_path: Path,
+) -> None:
+    features = PromptFeatures(gguf_path, n_ctx=2048)
+    try:
+        d = features.size
+        weights = np.zeros((3, len(SHAPES)))
+        components = np.zeros((2, d))
+        prompt_head = Head(np.zeros(d), np.ones(d), components, weights, tuple(SHAPES))
+        bare_head = replace(prompt_head, reads="question")
+        q = QUESTIONS[0]
+        asked = [f"{q}\n\n{QA_INSTRUCTION}", f"{q}\n{MCQ_INSTRUCTION}", q]
+
+        def seen(head: Head) -> list[np.ndarray]:
+            return [features(read_as(head, plan_messages(t, POOL, (), 3), t)) for t in asked]
+
+        qa, mcq, plain = seen(bare_head)
+        assert np.array_equal(qa, mcq) and np.array_equal(qa, plain)
+        qa, mcq, plain = seen(prompt_head)  # as asked: the format line is read
+        assert not np.allclose(qa, mcq) and not np.allclose(qa, plain)
+        assert Head.from_dict(bare_head.to_dict()).reads == "question"
+        assert "reads" not in prompt_head.to_dict()  # a head as before reads as before
     finally:
         features.close()

@@ -114,3 +114,48 @@ def test_on_a_table_like_the_public_sets_the_kept_fit_beats_the_evolution_on_fre
     evolved = [accuracy(evolve(inputs, rewards, seed=s)) for s in (0, 1, 2)]
     # The strong member alone: 0.55 on these kinds' mix.
     assert accuracy(fit.weights) > max(evolved) and accuracy(fit.weights) > 0.58, (fit, evolved)
+
+
+def _kinds_told_apart_only(seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A simulated table (not real models): 16 kinds of 6 questions, each kind a tight cloud
+    around its own centre; on 8 kinds member 0 is right, on the other 8 only the program
+    (column 2), and nothing in the inputs but the kind's own centre says which."""
+    rng = np.random.default_rng(seed)
+    kinds, rows, right = [], [], []
+    for k in range(16):
+        centre = rng.normal(0, 2, 24)
+        wins = 0 if k % 2 else 2
+        for _ in range(6):
+            kinds.append(f"kind{k}")
+            rows.append(centre + rng.normal(0, 0.2, 24))
+            r = np.zeros(3)
+            r[wins] = 1
+            right.append(r)
+    inputs = np.hstack([np.ones((len(rows), 1)), np.array(rows)])
+    return inputs, 0.5 + 0.5 * np.array(right), kinds
+
+
+def test_with_many_kinds_a_fit_is_scored_on_kinds_it_never_trained_on(monkeypatch) -> None:
+    # Told apart kind by kind, the table says nothing of a new kind: withholding questions
+    # alone credits the fits with near-perfect picks; withholding whole kinds too does not.
+    inputs, rewards, kinds = _kinds_told_apart_only(0)
+    fit = fit_head(inputs, rewards, seed=0, generations=10, kinds=kinds, members=[0, 1])
+    assert fit.withheld == "questions and kinds" == fit.to_dict()["withheld"]
+    monkeypatch.setattr("conductor_cli.train.head_fit.KINDS_OUT", 100)
+    stratified = fit_head(inputs, rewards, seed=0, generations=10, kinds=kinds, members=[0, 1])
+    assert stratified.withheld == "questions"
+    by_questions = stratified.held_out[stratified.chosen]
+    assert by_questions > 0.95, stratified.held_out
+    # Half its weight on new kinds, right there only by chance (~0.75): well below.
+    assert fit.held_out[fit.chosen] < by_questions - 0.05, (fit.held_out, by_questions)
+
+
+def test_a_kind_is_never_split_across_folds() -> None:
+    from conductor_cli.train.head_fit import _kind_folds
+
+    labels = np.array([f"k{i % 13}" for i in range(100)])
+    fold = _kind_folds(labels, 5, seed=3)
+    for kind in set(labels.tolist()):
+        assert len(set(fold[labels == kind].tolist())) == 1
+    sizes = np.bincount(fold, minlength=5)
+    assert sizes.min() >= 12, sizes  # dealt to the emptiest fold: none left nearly empty

@@ -15,12 +15,29 @@ from conductor_cli.policy.head import Head, read_head
 from conductor_cli.policy.registry import TrainedConductor
 from conductor_cli.policy.shapes import Shape, fixed_grammar, shape_grammar
 from conductor_cli.policy.step_head import StepHead
+from conductor_cli.problems import bare_question
 
 # The planning prompt is short (attachments appear as 200-character previews).
 FEATURES_CTX = 4096
 
 
 TASKS = ("written", "fixed")
+
+
+def read_as(
+    head: Head | StepHead, messages: tuple[dict[str, str], ...], question: str
+) -> tuple[dict[str, str], ...]:
+    """The planning prompt as `head` was trained to read it: as asked, or (reads "question")
+    with the question bare, as train's features read it (its set's format line cut)."""
+    if getattr(head, "reads", "prompt") != "question":
+        return messages
+    bare = bare_question(question)
+    return tuple(
+        {**m, "content": m["content"].replace(f"Question: {question}", f"Question: {bare}", 1)}
+        if m["role"] == "user"
+        else m
+        for m in messages
+    )
 
 
 def load_head(path: Path) -> Head | StepHead:
@@ -112,7 +129,7 @@ class HeadChooser:
         if not self.knows(question):
             assert self.familiar is not None
             return self.familiar[0].fallback
-        return self.head.choose(self.features(messages))
+        return self.head.choose(self.features(read_as(self.head, messages, question)))
 
     def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
         return self._grammar(self.choose(messages, question))

@@ -18,6 +18,7 @@ from conductor_cli.errors import ModelError
 from conductor_cli.policy.shapes import Shape
 
 PCA_DIMS = 16
+READS = ("prompt", "question")
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class Head:
     components: np.ndarray  # (k, d) principal directions
     weights: np.ndarray  # (k + 1, S): a bias row, then one row per component
     shapes: tuple[Shape, ...]
+    # What its features read: the planning prompt as asked ("prompt"), or with the question
+    # bare, its set's format line cut ("question": problems.bare_question).
+    reads: str = "prompt"
 
     def project(self, features: np.ndarray) -> np.ndarray:
         return project(self.mean, self.scale, self.components, features)
@@ -53,6 +57,7 @@ class Head:
             "components": self.components.tolist(),
             "weights": self.weights.tolist(),
             "shapes": [s.to_dict() for s in self.shapes],
+            **({"reads": self.reads} if self.reads != "prompt" else {}),
         }
 
     @classmethod
@@ -64,7 +69,10 @@ class Head:
             np.asarray(d["components"], dtype=np.float64),
             np.asarray(d["weights"], dtype=np.float64),
             shapes,
+            str(d.get("reads", "prompt")),
         )
+        if head.reads not in READS:
+            raise ValueError(f"reads {head.reads!r} is none of {', '.join(READS)}")
         k, dims = head.components.shape
         if head.mean.shape != (dims,) or head.scale.shape != (dims,):
             raise ValueError("mean and scale must match the components' width")

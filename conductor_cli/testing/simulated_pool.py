@@ -78,6 +78,11 @@ KIND_TEXT = {
     # checked, two fragments to be read together.
     "pcheck": "Sketch the fragment, then have it verified: cipher sheet {n}.",
     "pjoin": "Gather both halves of the record, then reconcile archive entry {n}.",
+    # More kinds, for a training broad enough to withhold whole kinds (train/head_fit.KINDS_OUT).
+    "color": "Which colour does the painter mix for canvas {n} of the gallery?",
+    "animal": "Which animal sleeps in burrow {n} of the meadow survey?",
+    "planet": "Which moon orbits the planet catalogued as body {n}?",
+    "coin": "What is stamped on the back of the coin from hoard {n}?",
 }
 
 

@@ -48,6 +48,7 @@ from conductor_cli.policy.shapes import (
 )
 from conductor_cli.policy.step_head import StepHead
 from conductor_cli.policy.step_head import plan as plan_steps
+from conductor_cli.problems import bare_question
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
@@ -55,7 +56,7 @@ from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
 from conductor_cli.train.familiar_fit import fit_familiar, too_few_kinds
 from conductor_cli.train.head_evolution import best_fixed_shape, fit_pca
-from conductor_cli.train.head_fit import EVOLUTION, HeadFit, fit_head, withheld_picks
+from conductor_cli.train.head_fit import EVOLUTION, KINDS_OUT, HeadFit, fit_head, withheld_picks
 from conductor_cli.train.head_words import learn_words_phase
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
@@ -491,9 +492,10 @@ class _HeadTraining:
         self.spent = spent
         return spent
 
-    def project(self, base: Path) -> tuple[Head, np.ndarray]:
+    def project(self, base: Path, reads: str = "prompt") -> tuple[Head, np.ndarray]:
         """The conductor's hidden state for each training question, reduced by PCA: the
-        untrained head (zero weights) and the questions as its inputs."""
+        untrained head (zero weights) and the questions as its inputs. `reads` "question": of
+        the planning prompt with each question bare (its set's format line cut)."""
         c, training = self.config.conductor, self.setup.training
         infos = worker_infos(self.config.workers)
         self.features = PromptFeatures(
@@ -502,14 +504,15 @@ class _HeadTraining:
         )  # fmt: skip
         hidden = []
         for i, problem in enumerate(training):
-            hidden.append(self.features(plan_messages(problem.question, infos, (), c.max_steps)))
+            question = bare_question(problem.question) if reads == "question" else problem.question
+            hidden.append(self.features(plan_messages(question, infos, (), c.max_steps)))
             self.on_progress(Progress("features", i + 1, len(training)))
         self.features.close()
         self.features = None
         x = np.stack(hidden).astype(np.float64)
         mean, scale, components = fit_pca(x, self.options.head.pca_dims)
         zeros = np.zeros((components.shape[0] + 1, len(self.setup.shapes)))
-        head0 = Head(mean, scale, components, zeros, tuple(self.setup.shapes))
+        head0 = Head(mean, scale, components, zeros, tuple(self.setup.shapes), reads)
         return head0, head0.project(x)
 
     def familiarity(
@@ -611,6 +614,21 @@ class _HeadTraining:
         if self.features is not None:
             self.features.close()
         self.runner.close()
+
+
+def broad(training: Sequence[Problem]) -> bool:
+    """Whether the training questions are of enough kinds that the head's fit is validated on
+    kinds it never saw (train/head_fit.KINDS_OUT)."""
+    return len({p.category or "" for p in training}) >= KINDS_OUT
+
+
+def _better(a: dict[str, float], b: dict[str, float]) -> bool:
+    """Whether validation scores `a` at least as well as `b`: fewer kinds given away, then as
+    much held-out reward (a tie goes to `a`, the features that cannot key on a format line)."""
+    return (a["kinds_given_away"], -a["held_out_reward"]) <= (
+        b["kinds_given_away"],
+        -b["held_out_reward"],
+    )
 
 
 def _target(shapes: Sequence[Shape], table: np.ndarray, step_cost: float) -> np.ndarray:
@@ -725,6 +743,23 @@ def _train(
             runs.budget,
         )
     fitted = job.fit(head0, inputs, table, index, support)
+    compared = None
+    if index is None and broad(setup.training):
+        # Many kinds: the fit is scored on kinds it never trained on, so it can also say whether
+        # the question bare (its set's format line cut) carries to a new kind better.
+        head0_q, inputs_q = job.project(base.path, reads="question")
+        fitted_q = job.fit(head0_q, inputs_q, table, None)
+        compared = {
+            reads: {
+                "held_out_reward": round(f.choice.held_out[f.choice.chosen], 4),
+                "kinds_given_away": len(f.choice.given_away[f.choice.chosen]),
+            }
+            for reads, f in (("prompt", fitted), ("question", fitted_q))
+            if f.choice is not None
+        }
+        if len(compared) == 2 and _better(compared["question"], compared["prompt"]):
+            head0, inputs, fitted = head0_q, inputs_q, fitted_q
+        compared["chosen"] = fitted.head.reads if isinstance(fitted.head, Head) else "prompt"
     round_head = round_part = None
     if head_options.rounds > 1:
         round_head, round_part = train_round_head(
@@ -750,6 +785,7 @@ def _train(
         "before": before,
         "words": words_notes,
         "familiar": familiar_report,
+        "reads": compared,
     }
     record = _record(job, base_spec, base.path, plan, runs, table, fitted, table_notes, extra)
     write_json(staged / registry.RECORD, record)
@@ -843,6 +879,7 @@ def _record(
         **({"round_table": round_part} if round_part else {}),
         **({"learned_words": extra["words"]} if extra["words"] else {}),
         "familiar": extra["familiar"],
+        **({"features_compared": extra["reads"]} if extra["reads"] else {}),
         "curve": fitted.curve,
         "evaluations": [{"when": "before", **before.to_dict()}] if before else [],
         "limits": {"max_calls": options.head.max_calls, "max_cost": options.head.max_cost},

@@ -1,0 +1,64 @@
+"""A training of many kinds (train/head_fit.KINDS_OUT or more): the head's fit is validated on
+whole kinds withheld, and the features that read the question bare (its format line cut) are
+weighed against those of the planning prompt as asked, the better kept. Real llama.cpp hidden
+states, the real engine, cache and CLI; the workers are a SIMULATION
+(testing/simulated_pool.py) whose skills split the kinds between two members."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conductor_cli.policy.head import Head
+from conductor_cli.policy.registry import conductors_dir
+from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
+from conductor_cli.train.head_fit import KINDS_OUT
+
+from .conftest import run_cli
+
+KINDS = [
+    "arith", "words", "geo", "logic", "chain", "join", "pcheck", "pjoin",
+    "color", "animal", "planet", "coin",
+]  # fmt: skip
+SKILLS = {
+    "w0": {k: (0.9 if i % 2 else 0.1) for i, k in enumerate(KINDS)},
+    "w1": {k: (0.1 if i % 2 else 0.9) for i, k in enumerate(KINDS)},
+}
+
+
+@pytest.fixture(scope="module")
+def simulation() -> Iterator[SimulatedPool]:
+    sim = SimulatedPool(make_questions(KINDS, 1), SKILLS)
+    yield sim
+    sim.close()
+
+
+def test_a_broad_training_withholds_kinds_and_keeps_the_features_that_carry(
+    simulation: SimulatedPool, tmp_path: Path, gguf_path: Path
+) -> None:
+    assert len(KINDS) >= KINDS_OUT
+    config, data = simulation.files(tmp_path, with_kinds=True)
+    proc = run_cli(
+        "train", "qa", str(data), "--config", str(config), "--out", "broad", "--json",
+        "--holdout", "0", "--generations", "10", "--repeats", "1", "--search", "all",
+        "--shapes", "w0;w1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["fit"]["withheld"] == "questions and kinds"
+    compared = record["features_compared"]
+    for reads in ("prompt", "question"):
+        assert 0.5 <= compared[reads]["held_out_reward"] <= 1.0, compared
+        assert compared[reads]["kinds_given_away"] >= 0
+    assert compared["chosen"] in ("prompt", "question")
+    head = Head.load(conductors_dir() / "broad" / "head.json")
+    assert head.reads == compared["chosen"]
+    other = "prompt" if compared["chosen"] == "question" else "question"
+    kept, lost = compared[compared["chosen"]], compared[other]
+    assert (kept["kinds_given_away"], -kept["held_out_reward"]) <= (
+        lost["kinds_given_away"],
+        -lost["held_out_reward"],
+    )
