@@ -203,3 +203,25 @@ def test_a_head_that_reads_the_question_bare_sees_the_same_prompt_under_any_form
         assert "reads" not in prompt_head.to_dict()  # a head as before reads as before
     finally:
         features.close()
+
+
+def test_the_chooser_gives_a_head_the_prompt_as_it_reads_it() -> None:
+    seen: list[tuple[dict[str, str], ...]] = []
+
+    class RecordingFeaturesFake:  # fault-free stand-in: records what the head is given
+        size = 4
+
+        def __call__(self, messages: tuple[dict[str, str], ...]) -> np.ndarray:
+            seen.append(messages)
+            return np.zeros(4)
+
+    head = Head(np.zeros(4), np.ones(4), np.eye(2, 4), np.zeros((3, len(SHAPES))), tuple(SHAPES))
+    q = QUESTIONS[0]
+    for reads in ("question", "prompt"):
+        chooser = HeadChooser(replace(head, reads=reads), RecordingFeaturesFake(), "fixed")
+        for text in (f"{q}\n\n{QA_INSTRUCTION}", f"{q}\n{MCQ_INSTRUCTION}"):
+            chooser.choose(plan_messages(text, POOL, (), 3), text)
+    bare_qa, bare_mcq, asked_qa, asked_mcq = seen
+    assert bare_qa == bare_mcq and f"Question: {q}" in bare_qa[1]["content"]
+    assert QA_INSTRUCTION not in bare_qa[1]["content"]
+    assert asked_qa != asked_mcq and QA_INSTRUCTION in asked_qa[1]["content"]

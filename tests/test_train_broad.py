@@ -31,7 +31,7 @@ SKILLS = {
 
 @pytest.fixture(scope="module")
 def simulation() -> Iterator[SimulatedPool]:
-    sim = SimulatedPool(make_questions(KINDS, 1), SKILLS)
+    sim = SimulatedPool(make_questions(KINDS, 2), SKILLS)
     yield sim
     sim.close()
 
@@ -50,15 +50,12 @@ def test_a_broad_training_withholds_kinds_and_keeps_the_features_that_carry(
     record = json.loads(proc.stdout)
     assert record["fit"]["withheld"] == "questions and kinds"
     compared = record["features_compared"]
+    assert set(compared) == {"prompt", "question", "chosen"}
     for reads in ("prompt", "question"):
         assert 0.5 <= compared[reads]["held_out_reward"] <= 1.0, compared
-        assert compared[reads]["kinds_given_away"] >= 0
-    assert compared["chosen"] in ("prompt", "question")
     head = Head.load(conductors_dir() / "broad" / "head.json")
     assert head.reads == compared["chosen"]
-    other = "prompt" if compared["chosen"] == "question" else "question"
-    kept, lost = compared[compared["chosen"]], compared[other]
-    assert (kept["kinds_given_away"], -kept["held_out_reward"]) <= (
-        lost["kinds_given_away"],
-        -lost["held_out_reward"],
-    )
+    # The kept head earns more on its training questions than any one shape for all (each
+    # member is right on half the kinds: the head must tell them apart to).
+    table = record["reward_table"]
+    assert table["head_train_reward"] > table["best_fixed_shape_reward"], table

@@ -55,7 +55,8 @@ class HeadFit:
     given_away: dict[str, list[str]]  # each fit's kinds given away in the cross-validation
     folds: int
     kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # the chosen fit, per kind
-    # what the folds withhold: "questions" (of every kind), or "questions and kinds" (both views)
+    # what the folds withhold: "questions" (of every kind), "questions and kinds" (both views),
+    # or "none" (too few questions for a cross-validation)
     withheld: str = "questions"
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,8 +123,8 @@ def fit_head(
     folds = min(FOLDS, n // 2)
     if folds < 2:
         weights = fits[EVOLUTION](np.arange(n), on_generation)
-        return HeadFit(weights, EVOLUTION, {}, {}, 0)
-    by_kind = len(set(labels.tolist())) >= KINDS_OUT
+        return HeadFit(weights, EVOLUTION, {}, {}, 0, withheld="none")
+    by_kind = len(set(labels.tolist()) - {""}) >= KINDS_OUT  # questions of no kind are none
     # Both views weigh the same where kinds are withheld: a fit must carry to new kinds and
     # still earn on the kinds it trained on (withholding kinds alone keeps a fit that sends
     # every question to the best member: measured on 50 kinds, README).

@@ -619,7 +619,7 @@ class _HeadTraining:
 def broad(training: Sequence[Problem]) -> bool:
     """Whether the training questions are of enough kinds that the head's fit is validated on
     kinds it never saw (train/head_fit.KINDS_OUT)."""
-    return len({p.category or "" for p in training}) >= KINDS_OUT
+    return len({p.category for p in training if p.category}) >= KINDS_OUT
 
 
 def _better(a: dict[str, float], b: dict[str, float]) -> bool:
