@@ -23,7 +23,7 @@ alone 0.773).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,8 +42,9 @@ RATE = 0.05
 # the kind away: 0.10 of accuracy on the paper's reward (right 1, wrong 0.5).
 KIND_SLACK = 0.05
 EVOLUTION = "evolution"
-# From this many kinds on, a fold withholds whole kinds (enough remain in every fold to learn
-# from; with fewer, a withheld kind is often the only one of its sort and nothing could carry).
+# From this many kinds on, folds that withhold whole kinds score the fits too (enough remain in
+# every fold to learn from; with fewer, a withheld kind is often the only one of its sort and
+# nothing could carry).
 KINDS_OUT = 12
 
 
@@ -124,10 +125,9 @@ def fit_head(
     if folds < 2:
         weights = fits[EVOLUTION](np.arange(n), on_generation)
         return HeadFit(weights, EVOLUTION, {}, {}, 0, withheld="none")
-    by_kind = len(set(labels.tolist()) - {""}) >= KINDS_OUT  # questions of no kind are none
+    by_kind = withholds_kinds(labels.tolist())
     # Both views weigh the same where kinds are withheld: a fit must carry to new kinds and
-    # still earn on the kinds it trained on (withholding kinds alone keeps a fit that sends
-    # every question to the best member: measured on 50 kinds, README).
+    # still earn on the kinds it trained on.
     dealers = (_folds, _kind_folds) if by_kind else (_folds,)
     earned = {name: np.zeros(n) for name in fits}
     for split in range(SPLITS):
@@ -153,6 +153,12 @@ def fit_head(
     held_out = {name: float(e.mean()) for name, e in earned.items()}
     withheld = "questions and kinds" if by_kind else "questions"
     return HeadFit(weights, chosen, held_out, away, folds, per_kind, withheld)
+
+
+def withholds_kinds(kinds: Iterable[str]) -> bool:
+    """Whether questions of these kinds are many kinds enough (KINDS_OUT) for fit_head to
+    score its fits on whole kinds withheld too; questions of no kind ("") are of none."""
+    return len(set(kinds) - {""}) >= KINDS_OUT
 
 
 def withheld_picks(

@@ -56,7 +56,13 @@ from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
 from conductor_cli.train.familiar_fit import fit_familiar, too_few_kinds
 from conductor_cli.train.head_evolution import best_fixed_shape, fit_pca
-from conductor_cli.train.head_fit import EVOLUTION, KINDS_OUT, HeadFit, fit_head, withheld_picks
+from conductor_cli.train.head_fit import (
+    EVOLUTION,
+    HeadFit,
+    fit_head,
+    withheld_picks,
+    withholds_kinds,
+)
 from conductor_cli.train.head_words import learn_words_phase
 from conductor_cli.train.measured import Measurement, store_path
 from conductor_cli.train.reward import PARSED
@@ -616,12 +622,6 @@ class _HeadTraining:
         self.runner.close()
 
 
-def broad(training: Sequence[Problem]) -> bool:
-    """Whether the training questions are of enough kinds that the head's fit is validated on
-    kinds it never saw (train/head_fit.KINDS_OUT)."""
-    return len({p.category for p in training if p.category}) >= KINDS_OUT
-
-
 def _better(a: dict[str, float], b: dict[str, float]) -> bool:
     """Whether validation scores `a` at least as well as `b`: fewer kinds given away, then as
     much held-out reward (a tie goes to `a`, the features that cannot key on a format line)."""
@@ -744,7 +744,7 @@ def _train(
         )
     fitted = job.fit(head0, inputs, table, index, support)
     compared = None
-    if index is None and broad(setup.training):
+    if index is None and withholds_kinds(p.category or "" for p in setup.training):
         # Many kinds: the fit is scored on kinds it never trained on, so it can also say whether
         # the question bare (its set's format line cut) carries to a new kind better.
         head0_q, inputs_q = job.project(base.path, reads="question")
