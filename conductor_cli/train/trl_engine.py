@@ -271,6 +271,7 @@ def _fit(
         loss_type="grpo",
         max_completion_length=MAX_REPLY_TOKENS,
         use_cpu=policy.device == "cpu",
+        gradient_checkpointing=_checkpoints_activations(policy.device),
         report_to=[],
         logging_steps=1,
         save_strategy="steps",
@@ -328,6 +329,14 @@ def _fit(
         except BudgetError as e:
             raise InputError(f"{e} {_kept(work)}") from None
     return curve
+
+
+def _checkpoints_activations(device: str) -> bool:
+    """TRL's configs compute every layer's forward pass again in the backward one (gradient
+    checkpointing, on by default) to save accelerator memory. On a CPU, memory is the
+    plentiful part and compute the scarce one, so it is off there; the gradients are the same
+    either way."""
+    return device != "cpu"
 
 
 @contextlib.contextmanager
@@ -445,6 +454,7 @@ def _sft(
         per_device_train_batch_size=max(1, MINIBATCH // world),
         lr_scheduler_type="constant",
         use_cpu=policy.device == "cpu",
+        gradient_checkpointing=_checkpoints_activations(policy.device),
         report_to=[],
         logging_steps=1,
         save_strategy="no",
@@ -552,6 +562,7 @@ def _hyperparameters(rollouts: _Rollouts, alpha: float, lr: float) -> dict[str, 
         "lora_modules": list(MODULES),
         "loss_on": "routing decisions (worker names, sees, step count)",
         "cost_weight": options.cost_weight,
+        "gradient_checkpointing": _checkpoints_activations(rollouts.policy.device),
     }
 
 
