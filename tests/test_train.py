@@ -34,7 +34,7 @@ from conductor_cli.run.planner import WorkerInfo, plan_messages
 from conductor_cli.run.workflow import parse_workflow
 from conductor_cli.runtime import Runtime
 from conductor_cli.testing.simulated_pool import TWO_SPECIALISTS, SimulatedPool, make_questions
-from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint
+from conductor_cli.train.checkpoint import Checkpoint, read_checkpoint, run_checkpointed
 from conductor_cli.train.measured import store_path
 from conductor_cli.train.reward import reward
 from conductor_cli.train.shared import split
@@ -316,6 +316,31 @@ def test_a_torn_checkpoint_line_is_skipped_and_cut_so_no_row_is_glued_to_it(
     with Checkpoint(path) as out:
         out.append(rows[2])
     assert path.read_text().splitlines() == [json.dumps(r) for r in rows]
+
+
+def test_ctrl_c_keeps_the_rows_of_runs_that_finish_while_it_waits(tmp_path: Path) -> None:
+    """Ctrl-C while runs are in flight: they cannot be stopped mid-call, so the training waits
+    for them; what they measured is written, and the jobs not started never run."""
+    import threading
+
+    path = tmp_path / "rewards.jsonl"
+    release, started = threading.Event(), []
+
+    def one(n: int) -> dict:
+        started.append(n)
+        if n > 0:  # in flight when Ctrl-C comes (job 0's thread may take one more first)
+            assert release.wait(10)
+        return {"question": "q", "shape": f"s{n}", "repeat": 0, "calls": 1}
+
+    def interrupted(row: dict) -> None:
+        release.set()  # the runs in flight finish while the interruption unwinds
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_checkpointed(list(range(8)), one, path, 3, interrupted)
+    kept = [json.loads(line)["shape"] for line in path.read_text().splitlines()]
+    assert len(started) <= 4  # the jobs not started when Ctrl-C came never ran
+    assert kept == [f"s{n}" for n in sorted(started)]  # every one that ran is kept, in order
 
 
 def _fill(disk: Path) -> Path:

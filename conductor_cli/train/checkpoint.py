@@ -8,7 +8,7 @@ import errno
 import json
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,24 +47,42 @@ def run_checkpointed(
 ) -> int:
     """Run `jobs` on `concurrency` threads; each row is appended to `checkpoint` as it finishes,
     in the jobs' order, then given to `on_row` (a job that measured nothing returns None and
-    writes no row). Returns the worker calls made (`calls`). Ctrl-C cancels the jobs not
-    started; the rows written stay for a resume."""
+    writes no row). Returns the worker calls made (`calls`). Ctrl-C (or any error) cancels the
+    jobs not started and waits for those running; every row finished by then is written for a
+    resume, those after the interruption included (their calls were spent)."""
     calls = 0
     with Checkpoint(checkpoint) as out, ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(one, job) for job in jobs]
+        written = 0
         try:
             for future in futures:
                 row = waiting.result(future)
+                if row is not None:
+                    out.append(row)
+                written += 1
                 if row is None:
                     continue
-                out.append(row)
                 calls += row["calls"]
                 on_row(row)
         except BaseException:
             for future in futures:
                 future.cancel()
+            pool.shutdown(wait=True)
+            with contextlib.suppress(OSError):  # a full disk: the rows written before stay
+                _keep_finished(futures[written:], out)
             raise
     return calls
+
+
+def _keep_finished(futures: Sequence[Future[dict[str, Any] | None]], out: Checkpoint) -> None:
+    """The rows of `futures` that ran to the end, appended in the jobs' order (a row whose
+    append the interruption cut was taken back by `append`, and is written again here)."""
+    for future in futures:
+        if future.cancelled() or future.exception() is not None:
+            continue
+        row = future.result()
+        if row is not None:
+            out.append(row)
 
 
 class Checkpoint:
