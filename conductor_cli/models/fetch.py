@@ -483,8 +483,10 @@ def _canonical(project: str) -> str:
 
 
 def _names(said: str, package: str) -> bool:
-    """Whether pip's line `said` names `package` (whole, not as the prefix of part12)."""
-    return re.search(rf"(?<![\w-]){re.escape(package)}(?![\w-])", said, re.IGNORECASE) is not None
+    """Whether pip's line `said` names `package`, however spelled (`a_b_part9-0.9.0.whl` names
+    a-b-part9; `a-b-part12` does not name a-b-part1)."""
+    name = re.escape(_canonical(package))
+    return re.search(rf"(?<![a-z0-9]){name}(?![a-z0-9])", _canonical(said)) is not None
 
 
 def _whole(path: Path, part: Part) -> bool:

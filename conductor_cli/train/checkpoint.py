@@ -67,9 +67,11 @@ def run_checkpointed(
         except BaseException:
             for future in futures:
                 future.cancel()
-            pool.shutdown(wait=True)
-            with contextlib.suppress(OSError):  # a full disk: the rows written before stay
-                _keep_finished(futures[written:], out)
+            try:
+                pool.shutdown(wait=True)
+            finally:  # a second Ctrl-C while it waits still keeps what finished
+                with contextlib.suppress(OSError):  # a full disk: the rows before stay
+                    _keep_finished(futures[written:], out)
             raise
     return calls
 
@@ -78,7 +80,7 @@ def _keep_finished(futures: Sequence[Future[dict[str, Any] | None]], out: Checkp
     """The rows of `futures` that ran to the end, appended in the jobs' order (a row whose
     append the interruption cut was taken back by `append`, and is written again here)."""
     for future in futures:
-        if future.cancelled() or future.exception() is not None:
+        if not future.done() or future.cancelled() or future.exception() is not None:
             continue
         row = future.result()
         if row is not None:
@@ -122,6 +124,7 @@ class Checkpoint:
                 if n <= 0:
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 written += n
+            self._end += len(data)
         except BaseException as e:
             # If even this fails, the next opening cuts the torn tail; the loader skips it.
             with contextlib.suppress(OSError):
@@ -129,7 +132,6 @@ class Checkpoint:
             if isinstance(e, OSError) and e.filename is None:
                 raise OSError(e.errno, e.strerror, str(self.path)) from e
             raise
-        self._end += len(data)
 
     def close(self) -> None:
         os.close(self._fd)

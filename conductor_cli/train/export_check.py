@@ -11,6 +11,7 @@ each of its tokens). An adapter with Q and K rows in the wrong order moves logit
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,12 +44,16 @@ def greedy_together(llama: Any, prompts: Sequence[Sequence[int]], n: int) -> lis
     import llama_cpp
     from llama_cpp import _internals
 
-    params = llama.context_params
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("each prompt needs a token at least")
+    params = type(llama.context_params).from_buffer_copy(llama.context_params)
     params.n_seq_max, params.kv_unified = len(prompts), True
-    ctx = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
     size = max(sum(len(p) for p in prompts), len(prompts))
-    batch = _internals.LlamaBatch(n_tokens=size, embd=0, n_seq_max=len(prompts), verbose=False)
-    try:
+    with contextlib.ExitStack() as stack:
+        ctx = _internals.LlamaContext(model=llama._model, params=params, verbose=False)
+        stack.callback(ctx.close)
+        batch = _internals.LlamaBatch(n_tokens=size, embd=0, n_seq_max=len(prompts), verbose=False)
+        stack.callback(batch.close)
         if llama._lora_adapter is not None:
             adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(llama._lora_adapter)
             scales = (ctypes.c_float * 1)(llama.lora_scale)
@@ -76,9 +81,6 @@ def greedy_together(llama: Any, prompts: Sequence[Sequence[int]], n: int) -> lis
             ctx.decode(batch)
             last = list(range(len(prompts)))
         return out
-    finally:
-        batch.close()
-        ctx.close()
 
 
 def _logits(llama: Any, ctx: Any, index: int) -> np.ndarray:
