@@ -193,7 +193,7 @@ def test_a_head_that_reads_the_question_bare_sees_the_same_prompt_under_any_form
         asked = [f"{q}\n\n{QA_INSTRUCTION}", f"{q}\n{MCQ_INSTRUCTION}", q]
 
         def seen(head: Head) -> list[np.ndarray]:
-            return [features(read_as(head, plan_messages(t, POOL, (), 3), t)) for t in asked]
+            return [features(read_as(head.reads, plan_messages(t, POOL, (), 3), t)) for t in asked]
 
         qa, mcq, plain = seen(bare_head)
         assert np.array_equal(qa, mcq) and np.array_equal(qa, plain)

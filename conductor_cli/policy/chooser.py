@@ -25,11 +25,12 @@ TASKS = ("written", "fixed")
 
 
 def read_as(
-    head: Head | StepHead, messages: tuple[dict[str, str], ...], question: str
+    reads: str, messages: tuple[dict[str, str], ...], question: str
 ) -> tuple[dict[str, str], ...]:
-    """The planning prompt as `head` was trained to read it: as asked, or (reads "question")
-    with the question bare, as train's features read it (its set's format line cut)."""
-    if getattr(head, "reads", "prompt") != "question":
+    """The planning prompt as a head that `reads` it sees it, in training and at planning time
+    alike: as asked ("prompt"), or with the question bare ("question": its set's format line
+    cut)."""
+    if reads != "question":
         return messages
     bare = bare_question(question)
     return tuple(
@@ -129,7 +130,8 @@ class HeadChooser:
         if not self.knows(question):
             assert self.familiar is not None
             return self.familiar[0].fallback
-        return self.head.choose(self.features(read_as(self.head, messages, question)))
+        reads = getattr(self.head, "reads", "prompt")  # a step head reads the prompt
+        return self.head.choose(self.features(read_as(reads, messages, question)))
 
     def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
         return self._grammar(self.choose(messages, question))

@@ -65,14 +65,14 @@ def greedy_together(llama: Any, prompts: Sequence[Sequence[int]], n: int) -> lis
         ctx.decode(batch)
         last = [int(i) for i in np.cumsum([len(p) for p in prompts]) - 1]
         positions = [len(p) for p in prompts]
+        vocab, raw = llama.n_vocab(), batch.batch
         out: list[list[int]] = [[] for _ in prompts]
         for step in range(n):
-            chosen = [int(np.argmax(_logits(llama, ctx, i))) for i in last]
+            chosen = [int(np.argmax(_logits(ctx, i, vocab))) for i in last]
             for seq, token in enumerate(chosen):
                 out[seq].append(token)
             if step == n - 1:
                 break
-            raw = batch.batch
             raw.n_tokens = len(prompts)
             for seq, token in enumerate(chosen):
                 raw.token[seq], raw.pos[seq], raw.logits[seq] = token, positions[seq], True
@@ -83,8 +83,8 @@ def greedy_together(llama: Any, prompts: Sequence[Sequence[int]], n: int) -> lis
         return out
 
 
-def _logits(llama: Any, ctx: Any, index: int) -> np.ndarray:
-    return np.ctypeslib.as_array(ctx.get_logits_ith(index), shape=(llama.n_vocab(),))
+def _logits(ctx: Any, index: int, vocab: int) -> np.ndarray:
+    return np.ctypeslib.as_array(ctx.get_logits_ith(index), shape=(vocab,))
 
 
 def check_export(

@@ -33,7 +33,7 @@ from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
 from conductor_cli.models.catalog import file_sha256
 from conductor_cli.policy import registry
-from conductor_cli.policy.chooser import TASKS
+from conductor_cli.policy.chooser import TASKS, read_as
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
 from conductor_cli.policy.features import PromptFeatures
 from conductor_cli.policy.head import Head
@@ -48,7 +48,6 @@ from conductor_cli.policy.shapes import (
 )
 from conductor_cli.policy.step_head import StepHead
 from conductor_cli.policy.step_head import plan as plan_steps
-from conductor_cli.problems import bare_question
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
@@ -510,8 +509,8 @@ class _HeadTraining:
         )  # fmt: skip
         hidden = []
         for i, problem in enumerate(training):
-            question = bare_question(problem.question) if reads == "question" else problem.question
-            hidden.append(self.features(plan_messages(question, infos, (), c.max_steps)))
+            asked = plan_messages(problem.question, infos, (), c.max_steps)
+            hidden.append(self.features(read_as(reads, asked, problem.question)))
             self.on_progress(Progress("features", i + 1, len(training)))
         self.features.close()
         self.features = None
