@@ -249,7 +249,8 @@ def test_interrupted_run_resumes_only_missing_steps(
     tmp_path: Path, isolated_home: Path, gguf_path: Path
 ) -> None:
     config = tmp_path / "slow.toml"
-    config.write_text(FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 160"), encoding="utf-8")
+    # Steps long enough (a second or more each) that Ctrl-C lands while one runs.
+    config.write_text(FAST_CONFIG.replace("max_tokens = 40", "max_tokens = 80"), encoding="utf-8")
     workflow = tmp_path / "story.json"
     workflow.write_text(json.dumps(SLOW_WORKFLOW), encoding="utf-8")
     proc = start_cli("run", "--config", str(config), str(workflow), "Tell me a story.")

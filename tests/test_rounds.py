@@ -25,7 +25,9 @@ def test_the_real_conductor_keeps_or_corrects_its_teams_answer(fast_config: Path
     config = load_config(fast_config)
     seen: dict[str, int] = {}
     with Runtime(config) as runtime:
-        for seed in range(16):
+        # Seeds 5 and 0 keep and correct with this model and llama.cpp build (the rest of the
+        # 16 after them, in case another build samples otherwise): two runs, not six.
+        for seed in (5, 0, *range(1, 5), *range(6, 16)):
             c = with_conductor(config, max_rounds=2, seed=seed, temperature=1.0)
             result = ask(QUESTION, config=c, runtime=runtime, trace=NO_TRACE)
             [second] = result.rounds

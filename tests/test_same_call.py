@@ -31,7 +31,7 @@ max_steps = 2
 name = "coder"
 model = "gguf:{CODER_MODEL}"
 description = "a small coding model"
-max_tokens = 40
+max_tokens = 30
 """
 
 
@@ -59,5 +59,5 @@ def test_a_one_step_workflow_answers_as_the_member_alone_whatever_came_before(
         later = ask(runtime, QUESTION)
     with Runtime(config) as fresh:
         elsewhere = ask(fresh, QUESTION)
-    assert len(first) > 100
+    assert len(first) > 100, len(first)
     assert first == twice == later == elsewhere

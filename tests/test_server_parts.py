@@ -154,3 +154,22 @@ def test_a_runtime_dir_too_deep_for_a_socket_is_one_clear_error(
     monkeypatch.setenv("CONDUCTOR_RUNTIME_DIR", str(tmp_path / ("d" * 120)))
     with pytest.raises(InputError, match="CONDUCTOR_RUNTIME_DIR"):
         local.prepare(local.files_for(None))
+
+
+def test_an_exited_process_not_yet_collected_is_not_alive() -> None:
+    # What a stopped detached server is until the init process collects it (seconds in a
+    # micro-VM, never under a PID 1 that collects nothing): `serve --stop` must not wait for it.
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(pid, 0)  # signal 0 still reaches it
+        assert not local.pid_alive(pid)
+    finally:
+        os.waitpid(pid, 0)
+    assert not local.pid_alive(pid)
+    assert local.pid_alive(os.getpid())

@@ -42,6 +42,29 @@ def sim_files(simulation: SimulatedPool, tmp_path: Path, gguf_path: Path) -> tup
     return simulation.files(tmp_path)
 
 
+def test_a_conversion_parses_each_gguf_once_and_leaves_gguf_as_it_was(tmp_path: Path) -> None:
+    import gguf
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_tensor("token_embd.weight", np.ones((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    reader_class, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with base_copy._parsed_once():
+        first = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(str(path)) is first  # transformers asks by str
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is gguf.get_tensor_name_map(
+            gguf.MODEL_ARCH.LLAMA, 2
+        )
+        assert first.tensors[0].name == "token_embd.weight"
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader_class, name_map)
+    assert gguf.GGUFReader(path) is not first
+
+
 def test_the_loss_sees_only_routing_decisions() -> None:
     reply = (
         b'{"steps": [{"worker": "w0", "task": "Solve it.", "sees": []}, '

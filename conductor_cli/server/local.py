@@ -220,7 +220,19 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # someone else's process holds that pid: not ours, but alive
-    return True
+    return not _exited(pid)
+
+
+def _exited(pid: int) -> bool:
+    """An exited process not yet collected by its parent (a zombie) still answers signal 0. A
+    detached server's parent is the init process, which in containers and micro-VMs collects
+    seconds later or never: `serve --stop` waited 2 s a stop here for a server gone in 1."""
+    try:
+        line = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False  # no /proc (macOS): signal 0 is all there is
+    fields = line.rpartition(")")[2].split()
+    return bool(fields) and fields[0] in ("Z", "X")
 
 
 def socket_answers(path: Path, timeout: float = 1.0) -> bool:
