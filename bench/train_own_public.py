@@ -5,7 +5,10 @@ oracle over members and the shipped conductor on the set's test items; minutes a
 the training, accuracy with Wilson 95 % intervals, the paired differences.
 
     .venv/bin/python bench/train_own_public.py [--set bbh:word_sorting] [--limit 60]
-        [--sample 50] [--seed 0] [--root DIR] [--public-from DIR] [--strategies S,S]
+        [--each N] [--sample 50] [--seed 0] [--root DIR] [--public-from DIR] [--strategies S,S]
+
+`--each N`: train on N training items of each set of a mix (`a+b+c`, `conductor train
+--sample N`) instead of the first `--limit`; `--sample` is then test items of each set too.
 
 Training reads the set's training split only (BIG-bench: conductor's fixed 1 in 5), eval its
 test split. `--public-from` links an already fetched public folder (DATA_DIR/public) instead of
@@ -31,7 +34,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", default="bbh:word_sorting")
     parser.add_argument("--limit", type=int, default=60, help="training questions")
-    parser.add_argument("--sample", type=int, default=50, help="test items")
+    parser.add_argument("--each", type=int, help="training items of each set (instead of --limit)")
+    parser.add_argument("--sample", type=int, default=50, help="test items (of each set)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--name", default="own")
     parser.add_argument("--root", type=Path, default=Path("/tmp/conductor-own-public"))
@@ -52,7 +56,8 @@ def main() -> None:
     record_file = data / "conductors" / args.name / "record.json"
     if not record_file.exists():
         start = time.monotonic()
-        command = [CONDUCTOR, "train", args.set, "--out", args.name, "--limit", str(args.limit)]
+        command = [CONDUCTOR, "train", args.set, "--out", args.name]
+        command += ["--sample", str(args.each)] if args.each else ["--limit", str(args.limit)]
         subprocess.run(command, env=env, check=True)
         print(f"training: {(time.monotonic() - start) / 60:.1f} min wall")
     record = json.loads(record_file.read_text(encoding="utf-8"))

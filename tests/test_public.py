@@ -95,6 +95,37 @@ def test_a_mix_samples_each_set_and_names_it(data_dir: Path) -> None:
     assert select(problems, sample=5, seed=3, each=True) == picked
 
 
+def test_a_training_on_a_mix_draws_each_set_from_its_training_split(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from conductor_cli import train
+    from conductor_cli.cli.app import app
+
+    # Fetched here, not under CliRunner (pip writes to the real terminal's file descriptors).
+    training = {p.question for p in public.load("arc-easy+openbookqa", "train")}
+    seen: list[list[Problem]] = []
+
+    def recording_trainer_fake(_config, problems, options, method, *_rest, **_kw):
+        seen.append(list(problems))
+        return {"name": options.name, "method": method, "dry_run": True}
+
+    monkeypatch.setitem(
+        train.TRAINERS, "head", train.Method("head", "a fake", recording_trainer_fake)
+    )
+    args = ["train", "arc-easy+openbookqa", "--out", "mix", "--sample", "4", "--seed", "1"]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    (picked,) = seen
+    assert [p.category for p in picked] == ["arc-easy"] * 4 + ["openbookqa"] * 4
+    assert {p.question for p in picked} <= training  # never a test item
+    # --limit takes the first N: on a mix, all of them from the first set.
+    done = CliRunner().invoke(app, ["train", "arc-easy+openbookqa", "--out", "m2", "--limit", "4"])
+    assert done.exit_code == 0, done.output
+    assert {p.category for p in seen[1]} == {"arc-easy"}
+
+
 def test_mbpp_is_scored_by_its_own_tests_in_the_sandbox(data_dir: Path) -> None:
     problems = public.load("mbpp", "test")[:4]
     try:

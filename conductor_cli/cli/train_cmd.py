@@ -102,6 +102,16 @@ LimitOption = Annotated[
     int | None,
     typer.Option("--limit", help="Only the first N problems.", show_default=False),
 ]
+# As eval's --sample: a mix of public sets (`a+b+c`) is drawn set by set, so that a training
+# on several kinds sees each of them (--limit takes the first N, all of the first set).
+SampleOption = Annotated[
+    int | None,
+    typer.Option(
+        "--sample",
+        help="A random N problems (see --seed); of a mix of sets joined by +, N of each.",
+        show_default=False,
+    ),
+]
 HoldoutOption = Annotated[
     float,
     typer.Option(
@@ -109,7 +119,9 @@ HoldoutOption = Annotated[
         help="Share of problems held out for the proof (0: train on all, prove with eval).",
     ),
 ]
-SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the split and the search.")]
+SeedOption = Annotated[
+    int, typer.Option("--seed", help="Seed of --sample, the split and the search.")
+]
 RepeatsOption = Annotated[
     int, typer.Option("--repeats", help="Runs of each (question, workflow shape).", min=1)
 ]
@@ -209,6 +221,7 @@ def train_cmd(
     dry_run: DryRunOption = False,
     scorer: ScorerOption = "exact",
     limit: LimitOption = None,
+    sample: SampleOption = None,
     holdout: HoldoutOption = 0.2,
     seed: SeedOption = 0,
     repeats: RepeatsOption = 2,
@@ -267,7 +280,13 @@ def train_cmd(
         raise typer.Exit(launch_processes(sys.argv[1:], processes, device))
     cfg = load_config(config_path(ctx, config))
     # A public set trains on its own training split, never on a test item.
-    problems = select(load_dataset(dataset, file, scorer, split="train"), limit=limit)
+    problems = select(
+        load_dataset(dataset, file, scorer, split="train"),
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        each="+" in dataset,
+    )
     params["shapes"] = tuple(x.strip() for x in (shapes or "").split(";") if x.strip())
     params["name"] = out
     options = from_params(TrainOptions, {
