@@ -235,6 +235,9 @@ def test_a_bigbench_task_is_read_from_its_archive_and_split_for_good(
     ]
     examples.append({"input": "Today is 1/2/2020. Yesterday?", "target_scores": {"1/1/2020": 1,
                      "1/3/2020": 0, "2/1/2020": 0}})  # fmt: skip
+    # More choices than letters (as in dyck_languages and colored objects): asked openly.
+    colors = {f"color{i}": int(i == 27) for i in range(30)}
+    examples += [{"input": f"Which color{n}?", "target_scores": colors} for n in range(10)]
     archive = _task_archive(tmp_path, examples)
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()
     pinned = fetch.Package("bigbench", "1.0.0", archive.name, digest, 1)
@@ -242,13 +245,15 @@ def test_a_bigbench_task_is_read_from_its_archive_and_split_for_good(
     monkeypatch.setenv(fetch.FILES_ENV, str(tmp_path))
     train = public.load("bbh:object_counting", "train")
     test = public.load("bbh:object_counting", "test")
-    assert len(train) + len(test) == 41 and train and test
+    assert len(train) + len(test) == 51 and train and test
     assert not {p.id for p in train} & {p.id for p in test}
     assert all(readers.bigbench_split(p.question.split("\n\n")[0]) == "train" for p in train)
     counting = next(p for p in test + train if p.kind == "qa")
     assert counting.scorer == "alias" and counting.category == "bbh:object_counting"
     choice = next(p for p in test + train if p.kind == "mcq")
     assert choice.choices[ord(choice.answer) - ord("A")] == "1/1/2020"
+    wide = [p for p in test + train if p.question.startswith("Which color")]
+    assert len(wide) == 10 and all(p.kind == "qa" and p.answer == "color27" for p in wide)
 
 
 # --- MMLU, TriviaQA, MATH, HumanEval -------------------------------------------------------------

@@ -270,7 +270,8 @@ def bigbench_split(text: str) -> str:
 def bigbench(path: Path, task: str, split: str) -> list[Problem]:
     """A BIG-bench JSON task's items of `split`: generative ones (`target`: right where the
     final answer equals any target after normalization) and multiple-choice ones
-    (`target_scores`, the choices shuffled by a seed of the item's own, letters as BBH)."""
+    (`target_scores`, the choices shuffled by a seed of the item's own, letters as BBH; with
+    more choices than letters, its `target` or best choice is asked for as a generative item)."""
     try:
         spec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -286,7 +287,7 @@ def bigbench(path: Path, task: str, split: str) -> list[Problem]:
         question = f"{prefix}\n\n{text}" if prefix else text
         ident = hashlib.sha256(text.encode()).hexdigest()[:12]
         scores = example.get("target_scores")
-        if scores:
+        if scores and len(scores) <= len(LETTERS):
             choices = list(scores)
             random.Random(ident).shuffle(choices)
             best = max(choices, key=lambda c: scores[c])
@@ -305,6 +306,10 @@ def bigbench(path: Path, task: str, split: str) -> list[Problem]:
             continue
         targets = example.get("target")
         targets = [targets] if isinstance(targets, str) else list(targets or [])
+        if not targets and scores:
+            # More choices than letters (dyck_languages, colored objects): asked openly, the
+            # best-scored choice the answer.
+            targets = [max(scores, key=lambda c: scores[c])]
         if not targets:
             continue
         problems.append(
