@@ -256,6 +256,38 @@ def test_a_bigbench_task_is_read_from_its_archive_and_split_for_good(
     assert len(wide) == 10 and all(p.kind == "qa" and p.answer == "color27" for p in wide)
 
 
+def test_a_bigbench_task_kept_in_subtasks_names_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(tmp_path / "data"))
+    tasks = "bigbench-1.0.0/bigbench/benchmark_tasks/logical_deduction"
+    items = [{"input": f"Which of {n} objects is first?", "target": ["A"]} for n in range(20)]
+    files = {
+        f"{tasks}/task.json": {"name": "logical_deduction"},  # as BIG-bench's: no examples
+        f"{tasks}/three_objects/task.json": {"name": "three", "examples": items},
+        f"{tasks}/five_objects/task.json": {"name": "five", "examples": items},
+    }
+    archive = tmp_path / "bigbench-1.0.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, spec in files.items():
+            data = json.dumps(spec).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    pinned = fetch.Package("bigbench", "1.0.0", archive.name, digest, 1)
+    monkeypatch.setattr("conductor_cli.public.sets.BIGBENCH", pinned)
+    monkeypatch.setenv(fetch.FILES_ENV, str(tmp_path))
+    said = (
+        r"^bbh:logical_deduction: the task's items are in its subtasks; name one, as "
+        r"bbh:logical_deduction/five_objects, bbh:logical_deduction/three_objects$"
+    )
+    with pytest.raises(InputError, match=said):
+        public.load("bbh:logical_deduction", "test")
+    three = public.load("bbh:logical_deduction/three_objects", "test")
+    assert three and {p.category for p in three} == {"bbh:logical_deduction/three_objects"}
+
+
 # --- MMLU, TriviaQA, MATH, HumanEval -------------------------------------------------------------
 
 

@@ -253,8 +253,31 @@ def _bigbench(name: str, task: str, split: str) -> list[Problem]:
     path = member(BIGBENCH, f"{BIGBENCH_TASKS}/{task}/task.json", name)
     found = readers.bigbench(path, task, split)
     if not found:
+        subtasks = _subtasks(task)
+        if subtasks:  # logical_deduction, tracking_shuffled_objects: items in subfolders
+            raise InputError(
+                f"{name}: the task's items are in its subtasks; name one, as "
+                + ", ".join(f"bbh:{task}/{s}" for s in subtasks)
+            )
         raise InputError(f"{name}: the task has no items conductor can score in {split}")
     return found
+
+
+def _subtasks(task: str) -> list[str]:
+    """The subtasks BIG-bench keeps in folders under `task` (read off the archive's listing:
+    only on the way to an error, as listing it takes seconds)."""
+    import tarfile
+
+    from conductor_cli.public.fetch import package_file
+
+    top = f"{BIGBENCH.file.removesuffix('.tar.gz')}/{BIGBENCH_TASKS}/{task}/"
+    with tarfile.open(package_file(BIGBENCH, f"bbh:{task}")) as tar:
+        names = tar.getnames()
+    return sorted(
+        n[len(top) :].split("/")[0]
+        for n in names
+        if n.startswith(top) and n.endswith("/task.json") and n.count("/") == top.count("/") + 1
+    )
 
 
 FAMILIES: dict[str, Family] = {
