@@ -213,16 +213,22 @@ def test_an_unknown_set_is_one_line_from_the_cli(tmp_path: Path) -> None:
     assert len(lines) == 1 and "gsm9k" in lines[0] and "arc-challenge" in lines[0], done.stderr
 
 
-def _task_archive(folder: Path, examples: list[dict[str, object]]) -> Path:
-    """A source archive laid out as bigbench's, with one task (object_counting)."""
-    spec = {"name": "object_counting", "examples": examples}
-    data = json.dumps(spec).encode()
-    path = folder / "bigbench-1.0.0.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        info = tarfile.TarInfo("bigbench-1.0.0/bigbench/benchmark_tasks/object_counting/task.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
-    return path
+def _pinned_bigbench(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, tasks: dict[str, dict[str, object]]
+) -> None:
+    """A source archive laid out as bigbench's, with `tasks` (a task.json's folder under
+    benchmark_tasks -> its spec), pinned in place of the real package and found offline."""
+    archive = folder / "bigbench-1.0.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for task, spec in tasks.items():
+            data = json.dumps(spec).encode()
+            info = tarfile.TarInfo(f"bigbench-1.0.0/bigbench/benchmark_tasks/{task}/task.json")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    pinned = fetch.Package("bigbench", "1.0.0", archive.name, digest, 1)
+    monkeypatch.setattr("conductor_cli.public.sets.BIGBENCH", pinned)
+    monkeypatch.setenv(fetch.FILES_ENV, str(folder))
 
 
 def test_a_bigbench_task_is_read_from_its_archive_and_split_for_good(
@@ -238,11 +244,8 @@ def test_a_bigbench_task_is_read_from_its_archive_and_split_for_good(
     # More choices than letters (as in dyck_languages and colored objects): asked openly.
     colors = {f"color{i}": int(i == 27) for i in range(30)}
     examples += [{"input": f"Which color{n}?", "target_scores": colors} for n in range(10)]
-    archive = _task_archive(tmp_path, examples)
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    pinned = fetch.Package("bigbench", "1.0.0", archive.name, digest, 1)
-    monkeypatch.setattr("conductor_cli.public.sets.BIGBENCH", pinned)
-    monkeypatch.setenv(fetch.FILES_ENV, str(tmp_path))
+    spec = {"name": "object_counting", "examples": examples}
+    _pinned_bigbench(tmp_path, monkeypatch, {"object_counting": spec})
     train = public.load("bbh:object_counting", "train")
     test = public.load("bbh:object_counting", "test")
     assert len(train) + len(test) == 51 and train and test
@@ -260,24 +263,12 @@ def test_a_bigbench_task_kept_in_subtasks_names_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CONDUCTOR_DATA_DIR", str(tmp_path / "data"))
-    tasks = "bigbench-1.0.0/bigbench/benchmark_tasks/logical_deduction"
     items = [{"input": f"Which of {n} objects is first?", "target": ["A"]} for n in range(20)]
-    files = {
-        f"{tasks}/task.json": {"name": "logical_deduction"},  # as BIG-bench's: no examples
-        f"{tasks}/three_objects/task.json": {"name": "three", "examples": items},
-        f"{tasks}/five_objects/task.json": {"name": "five", "examples": items},
-    }
-    archive = tmp_path / "bigbench-1.0.0.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for name, spec in files.items():
-            data = json.dumps(spec).encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    pinned = fetch.Package("bigbench", "1.0.0", archive.name, digest, 1)
-    monkeypatch.setattr("conductor_cli.public.sets.BIGBENCH", pinned)
-    monkeypatch.setenv(fetch.FILES_ENV, str(tmp_path))
+    _pinned_bigbench(tmp_path, monkeypatch, {
+        "logical_deduction": {"name": "logical_deduction"},  # as BIG-bench's: no examples
+        "logical_deduction/three_objects": {"name": "three", "examples": items},
+        "logical_deduction/five_objects": {"name": "five", "examples": items},
+    })  # fmt: skip
     said = (
         r"^bbh:logical_deduction: the task's items are in its subtasks; name one, as "
         r"bbh:logical_deduction/five_objects, bbh:logical_deduction/three_objects$"

@@ -258,7 +258,7 @@ def train_cmd(
     params = dict(ctx.params)  # each option, by the name of the field it fills
     from conductor_cli.config import load_config
     from conductor_cli.errors import InputError
-    from conductor_cli.evals import load_dataset, select
+    from conductor_cli.evals import draw, load_dataset
     from conductor_cli.train import (
         METHODS,
         HeadOptions,
@@ -280,12 +280,12 @@ def train_cmd(
         raise typer.Exit(launch_processes(sys.argv[1:], processes, device))
     cfg = load_config(config_path(ctx, config))
     # A public set trains on its own training split, never on a test item.
-    problems = select(
+    problems = draw(
         load_dataset(dataset, file, scorer, split="train"),
+        dataset,
         limit=limit,
         sample=sample,
         seed=seed,
-        each="+" in dataset,
     )
     params["shapes"] = tuple(x.strip() for x in (shapes or "").split(";") if x.strip())
     params["name"] = out

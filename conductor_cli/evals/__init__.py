@@ -12,6 +12,7 @@ _EXPORTS = {
     "QA_SCORERS": "answers",
     "load_dataset": "datasets",
     "select": "datasets",
+    "draw": "datasets",
     "export_grpo": "export",
     "EvalRequest": "eval_job",
     "open_eval": "eval_job",
@@ -24,6 +25,7 @@ __all__ = [
     "QA_SCORERS",
     "EvalRequest",
     "datasets_help",
+    "draw",
     "export_grpo",
     "load_dataset",
     "open_eval",
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     )
     from conductor_cli.evals.datasets import (
         DATASET_KINDS,
+        draw,
         load_dataset,
         select,
     )

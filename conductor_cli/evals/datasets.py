@@ -316,6 +316,19 @@ def select(
     return chosen[:limit] if limit is not None else chosen
 
 
+def draw(
+    problems: Sequence[Problem],
+    dataset: str,
+    *,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+) -> list[Problem]:
+    """`select` as eval and train pick a dataset's problems: a mix of public sets (`a+b+c`)
+    is sampled set by set, so --sample 50 is 50 of each."""
+    return select(problems, limit=limit, sample=sample, seed=seed, each="+" in dataset)
+
+
 def fingerprint(problems: Sequence[Problem]) -> str:
     """sha256 of the problems' canonical JSON: the same problems in the same order give the
     same key, so results can be resumed only against the dataset they were made from."""

@@ -14,7 +14,7 @@ from typing import Any
 from conductor_cli.config.settings import Config, config_to_dict
 from conductor_cli.errors import InputError
 from conductor_cli.evals import report
-from conductor_cli.evals.datasets import fingerprint, load_dataset, select
+from conductor_cli.evals.datasets import draw, fingerprint, load_dataset
 from conductor_cli.evals.pairs import OnResult, run_eval
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.store import ResultStore
@@ -115,10 +115,8 @@ def open_eval(request: EvalRequest, config: Config) -> EvalSession:
         )
     chosen = parse_strategies(request.strategies, config)
     problems = load_dataset(request.dataset, request.file, request.scorer)
-    # A mix of public sets is sampled set by set: --sample 50 is 50 of each.
-    each = "+" in request.dataset
-    picked = select(
-        problems, limit=request.limit, sample=request.sample, seed=request.seed, each=each
+    picked = draw(
+        problems, request.dataset, limit=request.limit, sample=request.sample, seed=request.seed
     )
     settings = Settings(
         vote_n=request.vote_n,

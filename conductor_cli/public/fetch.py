@@ -118,13 +118,27 @@ def members(package: Package, names: tuple[str, ...], for_set: str) -> list[Path
     return outs
 
 
+def member_names(package: Package, under: str, for_set: str) -> list[str]:
+    """The names of the members of a source archive under the folder `under`, as `member`
+    takes them (listing a large archive reads all of it: seconds, so for rare paths only)."""
+    archive = package_file(package, for_set)
+    top = f"{_top(archive)}/"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    return [n[len(top) :] for n in names if n.startswith(f"{top}{under}")]
+
+
+def _top(archive: Path) -> str:
+    """A source archive keeps its members under one folder named as the file."""
+    return archive.name.removesuffix(".tar.gz")
+
+
 def _read_member(archive: Path, name: str) -> bytes:
     if archive.suffix == ".whl":
         with zipfile.ZipFile(archive) as wheel:
             return wheel.read(name)
     with tarfile.open(archive) as tar:  # a source archive: members under its top folder
-        top = archive.name.removesuffix(".tar.gz")
-        found = tar.extractfile(f"{top}/{name}")
+        found = tar.extractfile(f"{_top(archive)}/{name}")
         if found is None:
             raise KeyError(name)
         return found.read()

@@ -266,17 +266,14 @@ def _bigbench(name: str, task: str, split: str) -> list[Problem]:
 def _subtasks(task: str) -> list[str]:
     """The subtasks BIG-bench keeps in folders under `task` (read off the archive's listing:
     only on the way to an error, as listing it takes seconds)."""
-    import tarfile
+    from conductor_cli.public.fetch import member_names
 
-    from conductor_cli.public.fetch import package_file
-
-    top = f"{BIGBENCH.file.removesuffix('.tar.gz')}/{BIGBENCH_TASKS}/{task}/"
-    with tarfile.open(package_file(BIGBENCH, f"bbh:{task}")) as tar:
-        names = tar.getnames()
+    folder = f"{BIGBENCH_TASKS}/{task}/"
+    names = member_names(BIGBENCH, folder, f"bbh:{task}")
     return sorted(
-        n[len(top) :].split("/")[0]
+        n[len(folder) :].split("/")[0]
         for n in names
-        if n.startswith(top) and n.endswith("/task.json") and n.count("/") == top.count("/") + 1
+        if n.endswith("/task.json") and n.count("/") == folder.count("/") + 1
     )
 
 
