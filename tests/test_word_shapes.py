@@ -15,6 +15,7 @@ from conductor_cli.policy.words import WORDS, alternatives
 from conductor_cli.train.measured import shape_key
 from conductor_cli.train.word_shapes import (
     MIN_GAIN,
+    HeldOut,
     learn_word_shapes,
     learned_name,
     learned_step,
@@ -76,15 +77,15 @@ def test_each_kind_searches_its_best_shapes_words_and_keeps_only_a_clear_gain() 
     table[0:6, 2] = [1, 1, 1, 0, 0, 0]  # objects: the checked program earns most
     table[6:12, 1] = [1, 1, 0, 0, 0, 0]  # dates: the coder alone
     table[12:18, 1] = 1.0  # capitals: every one right already
-    ran: list[tuple[str, str]] = []
+    ran: list[tuple[str, str, str]] = []
 
     def trial(shape: Shape, problem: Problem) -> tuple[bool, str]:
         i = int(problem.id[-1])
         if problem.category == "objects":
-            ran.append(("objects", shape.label))
+            ran.append(("objects", shape.label, problem.id))
             # The program trusted: two more right; other program words change nothing.
             return (shape.text(2) == WORDS["check_trust"] and i < 5) or i < 3, "step 2: wrong"
-        ran.append(("dates", shape.text(0)))
+        ran.append(("dates", shape.text(0), problem.id))
         return ("calendar" in shape.text(0) and i < 3) or i < 2, "Answer: wrong"
 
     asked: list[tuple[str, str]] = []
@@ -101,18 +102,27 @@ def test_each_kind_searches_its_best_shapes_words_and_keeps_only_a_clear_gain() 
     assert objects_found.base == CHECKED.label
     # The check step first (the last a model runs), then the program step, from the kept check.
     assert [s.step for s in objects_found.steps] == [2, 0]
-    assert (objects_found.right_before, objects_found.right_after) == (3, 5)
+    # Searched on every other question (0, 2, 4), confirmed on the rest, which it never ran.
+    assert (objects_found.n, objects_found.right_before, objects_found.right_after) == (3, 2, 3)
+    assert objects_found.held_out == HeldOut(3, 1, 2)
     assert objects_found.steps[0].words == WORDS["check_trust"]
     assert objects_found.steps[1].words == WORDS["program"]  # no program words did better
     assert objects_found.shape is not None
     # Words of the library keep their name; the shape shows them.
     assert objects_found.shape.label == ("coder[program] > python[run]<0 > coder[check_trust]<0,1")
+    # The calendar gains one where searched, none on the questions held out: not kept.
     dates_found = by_kind["dates"]
-    assert dates_found.right_after - dates_found.right_before == 1 < MIN_GAIN
+    assert dates_found.right_after - dates_found.right_before == MIN_GAIN
+    assert dates_found.held_out == HeldOut(3, 1, 1)
     assert dates_found.shape is None and dates_found.steps[0].words == "Use a calendar."
+    assert dates_found.to_dict()["held_out"] == {"questions": 3, "right_before": 1,
+                                                 "right_after": 1}  # fmt: skip
+    # The held-out questions ran the shape's own words and the words found, nothing else.
+    held = {words for kind, words, qid in ran if kind == "dates" and qid in {"dates1", "dates3"}}
+    assert held == {WORDS["answer"], "Use a calendar."}
     assert {w for w, _ in asked} == {"coder"}
     # Each other answer word of the library was tried on the dates before reflection.
-    tried = {words for kind, words in ran if kind == "dates"}
+    tried = {words for kind, words, _ in ran if kind == "dates"}
     assert {WORDS["answer_steps"], WORDS["answer_short"], "Use a calendar."} <= tried
 
 
@@ -120,7 +130,7 @@ def test_the_estimate_of_the_words_search_bounds_its_calls() -> None:
     """train's --dry-run adds words_calls: each trial is one call a step, each proposal one,
     and each kept shape is measured on every training question; the bound holds, and is not
     loose by more than the shapes' spread."""
-    training = [*problems("objects", 6), *problems("dates", 5), *problems("rare", 3)]
+    training = [*problems("objects", 6), *problems("dates", 7), *problems("rare", 5)]
     shapes = [LOCAL, CODER, CHECKED]
     table = np.zeros((len(training), 3))
     table[:, 2] = 0.5
@@ -137,7 +147,7 @@ def test_the_estimate_of_the_words_search_bounds_its_calls() -> None:
 
     found = learn_word_shapes(shapes, table, table, training, TOOLS, trial, propose, rounds=2)
     kept = [item.shape for item in found if item.shape is not None]
-    assert len(kept) == 2  # objects and dates; rare has too few questions
+    assert len(kept) == 2  # objects and dates; rare has too few questions to halve
     spent = calls[0] + sum(len(shape.workers) for shape in kept) * len(training)
     bound = words_calls(shapes, training, TOOLS, rounds=2)
     assert spent <= bound <= 2 * spent, (spent, bound)
@@ -145,8 +155,8 @@ def test_the_estimate_of_the_words_search_bounds_its_calls() -> None:
 
 
 def test_a_program_step_is_told_to_stay_a_program() -> None:
-    training = problems("sums", 4)
-    table = np.zeros((4, 2))
+    training = problems("sums", 6)
+    table = np.zeros((6, 2))
     prompts: list[str] = []
 
     def propose(worker: str, prompt: str, k: int) -> str:

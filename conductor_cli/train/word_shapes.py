@@ -4,12 +4,16 @@ For each kind of training question (its `category`), the shape that earns most o
 is taken, and the words of its last step that a model runs (a tool's step does what its input
 says, whatever its words) are searched by reflection (train/words.py: the step's own worker
 reads failures, what the step was shown and the right answers, and proposes other words; they
-are kept only where they are right more often on that kind's questions). Words right on at
-least MIN_GAIN more of them become a new shape (`coder[program] > python[run]<0 >
-coder[check_objects]<0,1`: the words travel inside the shape), which the caller measures on
-every training question; the head then picks among it and the shapes it came from by the
-question's hidden state, so words learned on one kind serve wherever they earn, and the head's
-cross-validated fit (head_fit.py) judges them on questions it did not see.
+are kept only where they are right more often on that kind's questions). The search sees half
+of a kind's questions (every other one); the words it settles on are then run, beside the words
+they replace, on the other half, which the search never ran (issue 68: words chosen on the
+questions they are judged on were kept for object counting, 7 right of 8 against 5, and sent a
+1.5B coder inventing quantities on letter questions). Words right on more questions on both
+halves become a new shape (`coder[program] > python[run]<0 > coder[check_objects]<0,1`: the
+words travel inside the shape), which the caller measures on every training question; the head
+then picks among it and the shapes it came from by the question's hidden state, so words
+learned on one kind serve wherever they earn, and the head's cross-validated fit (head_fit.py)
+judges them on questions it did not see.
 
 The model calls are the caller's (`trial`, `propose`), so the choices here are exact in tests.
 """
@@ -29,8 +33,8 @@ from conductor_cli.policy.shapes import Shape
 from conductor_cli.policy.words import WORDS, alternatives
 from conductor_cli.train.words import ENDS_ANSWER, ENDS_PROGRAM, WordsSearch, learn_words
 
-MIN_KIND = 4  # a kind with fewer training questions has too few to tell words apart
-MIN_GAIN = 2  # right answers the learned words must add on their kind (one is noise)
+MIN_KIND = 6  # a kind with fewer training questions has too few to halve and tell words apart
+MIN_GAIN = 1  # right answers the learned words must add on each half: where chosen, and held out
 NAME_CHARS = 24
 
 # Runs `shape` on one training question: (right, what the step saw and replied, for the
@@ -57,15 +61,31 @@ class StepWords:
 
 
 @dataclass(frozen=True)
+class HeldOut:
+    """The words found and the words they replace on a kind's questions the search never ran."""
+
+    n: int
+    right_before: int
+    right_after: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"questions": self.n, "right_before": self.right_before,
+                "right_after": self.right_after}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Learned:
-    """A kind's search: the shape searched, each model step's words in turn, and the new shape
-    (None where the words found are not right on MIN_GAIN more of the kind's questions)."""
+    """A kind's search: the shape searched, each model step's words in turn (on the half of
+    the kind's questions searched), those words on the other half (`held_out`; None where no
+    words beat the shape's own), and the new shape (None unless the words are right on at least
+    MIN_GAIN more questions of each half)."""
 
     kind: str
     base: str  # the label of the shape whose words were searched
     steps: tuple[StepWords, ...]
-    n: int
+    n: int  # the questions searched
     shape: Shape | None
+    held_out: HeldOut | None = None
 
     @property
     def right_before(self) -> int:
@@ -83,6 +103,7 @@ class Learned:
             "right_before": self.right_before,
             "right_after": self.right_after,
             "steps": [step.to_dict() for step in self.steps],
+            "held_out": self.held_out.to_dict() if self.held_out is not None else None,
             "shape": self.shape.label if self.shape is not None else None,
         }
 
@@ -115,8 +136,8 @@ def words_calls(
 ) -> int:
     """At most the worker calls learn_word_shapes and the measuring of what it keeps make:
     for each kind it searches, the costliest shape's every trial on each of the kind's
-    questions (each step a call), the proposals, and a kept shape on every training question;
-    train's estimate and --dry-run add it to the rest."""
+    questions (each step a call), the proposals, the held-out half run twice, and a kept shape
+    on every training question; train's estimate and --dry-run add it to the rest."""
     searchable = [s for s in shapes if learned_step(s, tools) is not None]
     if not searchable:
         return 0
@@ -131,7 +152,13 @@ def words_calls(
     longest = max(len(s.workers) for s in searchable)
     kinds = Counter(p.category for p in training if p.category)
     searched = [n for n in kinds.values() if n >= MIN_KIND]
-    return sum(per_question * n + rounds * per_round + longest * len(training) for n in searched)
+    return sum(
+        per_question * ((n + 1) // 2)
+        + rounds * per_round
+        + 2 * longest * (n // 2)
+        + longest * len(training)
+        for n in searched
+    )
 
 
 def learn_word_shapes(
@@ -181,12 +208,13 @@ def _search(
 ) -> Learned:
     """Each model step of `base` in turn, last first, from the words the steps before settled
     on: the other words of its role in policy/words.WORDS, then (the last step only) `rounds`
-    of reflection."""
+    of reflection; on every other one of `problems`, the rest held out to confirm the words."""
+    searched, held = problems[0::2], problems[1::2]
     shape, found = base, []
     for k, step in enumerate(model_steps(base, tools)):
         name = learned_name(base.word(step), kind)
         library = {WORDS[alt]: alt for alt in alternatives(base.word(step))}
-        search = _search_step(shape, step, name, list(library), problems, tools, trial, propose,
+        search = _search_step(shape, step, name, list(library), searched, tools, trial, propose,
                               rounds if k == 0 else 0, per_round)  # fmt: skip
         first, best = search.trials[0], search.best
         start = shape.text(step)
@@ -195,8 +223,13 @@ def _search(
         if best.words != start:
             shape = shape.with_words(step, library.get(best.words, name), best.words)
     gain = found[-1].right_after - found[0].right_before if found else 0
-    kept = shape if shape != base and gain >= MIN_GAIN else None
-    return Learned(kind, base.label, tuple(found), len(problems), kept)
+    if shape == base or gain < MIN_GAIN:
+        return Learned(kind, base.label, tuple(found), len(searched), None)
+    before = sum(trial(base, problem)[0] for problem in held)
+    after = sum(trial(shape, problem)[0] for problem in held)
+    kept = shape if after - before >= MIN_GAIN else None
+    return Learned(kind, base.label, tuple(found), len(searched), kept,
+                   HeldOut(len(held), before, after))  # fmt: skip
 
 
 def _search_step(
