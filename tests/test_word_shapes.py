@@ -16,6 +16,8 @@ from conductor_cli.train.measured import shape_key
 from conductor_cli.train.word_shapes import (
     MIN_GAIN,
     HeldOut,
+    Learned,
+    StepWords,
     learn_word_shapes,
     learned_name,
     learned_step,
@@ -186,3 +188,28 @@ def test_the_words_library_offers_each_step_the_other_words_of_its_role() -> Non
     # Library words are shapes a user can name too.
     shape = parse_shape("coder[program_steps] > python[run]<0", WORKERS)
     assert shape.workflow().steps[0].task == WORDS["program_steps"]
+
+
+def test_the_training_summary_says_per_kind_whether_written_or_learned_words_won() -> None:
+    """`conductor train --learn-words` prints, for each kind searched, the counts where the
+    words were searched and on the half held out, and which words the conductor keeps."""
+    from conductor_cli.cli.train_summary import summary
+
+    step = StepWords(0, WORDS["program"], WORDS["program_steps"], 2, 4, 3)
+    kept_shape = CHECKED.with_words(0, "program_steps", WORDS["program_steps"])
+    kept = Learned("objects", CHECKED.label, (step,), 4, kept_shape, HeldOut(4, 1, 3))
+    lost = Learned("dates", CODER.label, (StepWords(0, "a", "b", 1, 2, 2),), 3, None,
+                   HeldOut(3, 2, 2))  # fmt: skip
+    same = Learned("caps", CODER.label, (StepWords(0, "a", "a", 2, 2, 2),), 3, None)
+    record = {"name": "mine", "method": "head",
+              "learned_words": {"searches": [x.to_dict() for x in (kept, lost, same)]}}  # fmt: skip
+    lines = summary(record).splitlines()
+    said = {line.split(" (")[0].strip(): line for line in lines if "words for" in line}
+    assert "2 -> 4 of 4 searched, 1 -> 3 of 4 held out" in said["words for objects"]
+    assert f"learned words kept: {kept_shape.label}" in said["words for objects"]
+    assert "1 -> 2 of 3 searched, 2 -> 2 of 3 held out" in said["words for dates"]
+    assert (
+        "the written words kept: the learned ones gained nothing held out"
+        in said["words for dates"]
+    )
+    assert said["words for caps"].endswith("the written words kept: no words did better")

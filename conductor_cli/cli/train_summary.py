@@ -11,7 +11,9 @@ def summary(record: dict[str, Any]) -> str:
     if record.get("dry_run"):
         return f"dry run: no call made; without --dry-run this trains {record['name']}"
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
-    for part in (_reward_lines, _spend_lines, _progress_lines, _round_lines, _held_out_lines):
+    parts = (_reward_lines, _words_lines, _spend_lines, _progress_lines, _round_lines,
+             _held_out_lines)  # fmt: skip
+    for part in parts:
         lines += part(record)
     lines += _use_lines(record)
     return "\n".join(lines)
@@ -51,6 +53,30 @@ def _reward_lines(record: dict[str, Any]) -> list[str]:
             f"  worker {worker} failed every call (its workflows scored as wrong): "
             f"check it with `conductor workers test {worker}`"
         )
+    return lines
+
+
+def _words_lines(record: dict[str, Any]) -> list[str]:
+    """`--learn-words`: for each kind searched, whether the written or the learned words won,
+    where searched and on the half held out from the search."""
+    learned = record.get("learned_words") or {}
+    lines = [f"  words: {learned['stopped']}"] if learned.get("stopped") else []
+    for search in learned.get("searches", []):
+        n, held = search["questions"], search.get("held_out")
+        found = f"right {search['right_before']} -> {search['right_after']} of {n} searched"
+        if held:
+            found += (
+                f", {held['right_before']} -> {held['right_after']} of {held['questions']} held out"
+            )
+        if search.get("shape"):
+            verdict = f"learned words kept: {search['shape']}"
+        elif held:
+            verdict = "the written words kept: the learned ones gained nothing held out"
+        elif search["right_after"] > search["right_before"]:
+            verdict = "the written words kept: the learned ones gained too little"
+        else:
+            verdict = "the written words kept: no words did better"
+        lines.append(f"  words for {search['kind']} ({search['base']}): {found}; {verdict}")
     return lines
 
 
