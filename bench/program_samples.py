@@ -21,6 +21,7 @@ from conductor_cli.api import NO_TRACE, RunOptions, execute
 from conductor_cli.config import load_config
 from conductor_cli.evals import scoring
 from conductor_cli.evals.records import Problem
+from conductor_cli.evals.strategies import majority
 from conductor_cli.policy.shapes import parse_shape
 from conductor_cli.problems import QA_INSTRUCTION
 from conductor_cli.runtime import Runtime
@@ -55,15 +56,11 @@ def main() -> None:
                 right, _, _ = scoring.score(problem, run.answer, None)
                 samples.append({"reply": run.answer, "right": right,
                                 "failed": is_failure(run.answer)})  # fmt: skip
-            right = {key(s["reply"]): s["right"] for s in samples}
-
-            def majority(n: int, samples: list = samples, right: dict = right) -> bool:
-                votes = collections.Counter(key(s["reply"]) for s in samples[:n] if not s["failed"])
-                return bool(votes) and right[votes.most_common(1)[0][0]]
-
+            # A failed run has no answer to vote with (majority skips empty keys).
+            keys = ["" if s["failed"] else key(s["reply"]) for s in samples]
             tally["first"] += samples[0]["right"]
-            tally["majority of 3"] += majority(3)
-            tally[f"majority of {args.samples}"] += majority(args.samples)
+            for n in sorted({3, args.samples}):
+                tally[f"majority of {n}"] += samples[majority(keys[:n])]["right"]
             tally["any"] += any(s["right"] for s in samples)
             tally["failed runs"] += sum(s["failed"] for s in samples)
             rows.append({"id": line["id"], "samples": samples})

@@ -64,13 +64,12 @@ class StepWords:
 class HeldOut:
     """The words found and the words they replace on a kind's questions the search never ran."""
 
-    n: int
+    questions: int
     right_before: int
     right_after: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"questions": self.n, "right_before": self.right_before,
-                "right_after": self.right_after}  # fmt: skip
+        return asdict(self)
 
 
 @dataclass(frozen=True)
