@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -208,3 +209,40 @@ def test_an_in_process_run_ended_mid_generation_stops_at_once(
     assert seconds < 5.0, f"the run took {seconds:.1f} s to end"
     assert proc.returncode == 130, err
     assert "interrupted" in err
+
+
+def test_a_cancel_stops_llama_cpp_inside_the_read_of_a_long_prompt(gguf_path: Path) -> None:
+    """The first plan of a server reads the conductor's long instructions in decodes of
+    seconds each, and a piped file is read the same way: a client that left during one of them
+    used to cost the whole read (issue 59's test failed so in CI). Cancelled 0.3 s into the
+    read, the call ends with RunCancelled instead of an answer, and the model then answers as
+    before."""
+    from dataclasses import replace
+
+    from conductor_cli.backends.base import Request
+    from conductor_cli.backends.llamacpp import LlamaCppBackend, LlamaModels
+    from conductor_cli.errors import RunCancelled
+
+    prompt = " ".join(f"line {i}: the quick brown fox jumps over the lazy dog." for i in range(40))
+    request = Request(
+        messages=({"role": "user", "content": prompt + "\nSay hi."},),
+        max_tokens=4,
+        temperature=0.0,
+        seed=0,
+    )
+    models = LlamaModels(n_ctx=8192)
+    try:
+        backend = LlamaCppBackend(models, gguf_path, "test")
+        started = time.monotonic()
+        before = backend.complete(request).text
+        read_s = time.monotonic() - started
+        assert read_s > 1.0, f"the prompt was read in {read_s:.2f} s: too short to cancel inside"
+        cancel = threading.Event()
+        timer = threading.Timer(0.3, cancel.set)
+        timer.start()
+        with pytest.raises(RunCancelled):
+            backend.complete(replace(request, cancelled=cancel.is_set))
+        timer.cancel()
+        assert backend.complete(request).text == before
+    finally:
+        models.close()

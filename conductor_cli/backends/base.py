@@ -36,9 +36,9 @@ class Request:
     # that the request stays a value), and its tool_choice; None: no tools.
     tools: str | None = None
     tool_choice: str | None = None
-    # The run's cancel flag (an Event's is_set): a local model's constrained generation (the
-    # conductor planning) stops between tokens once it is set, so a client that hangs up frees
-    # the model at once. Not part of what the answer is, nor of the cache key.
+    # The run's cancel flag (an Event's is_set): a local model stops once it is set, between
+    # tokens or inside a decode of a long prompt (backends/abort.py), so a client that hangs up
+    # frees the model at once. Not part of what the answer is, nor of the cache key.
     cancelled: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
 
 

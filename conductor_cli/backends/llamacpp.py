@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from conductor_cli import waiting
 from conductor_cli.backends import repack_check
+from conductor_cli.backends.abort import AbortSwitch
 from conductor_cli.backends.base import Completion, Request, TextSink
 from conductor_cli.backends.hardware import physical_cores
 from conductor_cli.backends.loop_guard import LoopGuard
@@ -56,6 +57,7 @@ def stderr_note(message: str) -> None:
 class _Loaded:
     llama: Any
     thread: ThreadPoolExecutor
+    abort: AbortSwitch
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
     step_tokens: Any = None  # constrained.StepTokens, made when a plan first prices its steps
@@ -124,7 +126,7 @@ class LlamaModels:
                 except BaseException:
                     thread.shutdown(wait=False)
                     raise
-                self._models[key] = _Loaded(llama, thread)
+                self._models[key] = _Loaded(llama, thread, AbortSwitch(llama))
             return self._models[key]
 
     def loaded(self) -> list[str]:
@@ -271,24 +273,25 @@ class LlamaCppBackend:
             if loaded.closed:
                 raise WorkerError(CLOSED)
             fresh_context(loaded.llama)
-            try:
-                out = loaded.llama.create_chat_completion(
-                    messages=template_messages(request.messages),
-                    tools=tools,  # no tool_choice: llama-cpp-python would force one by grammar
-                    max_tokens=request.max_tokens,
-                    temperature=request.temperature,
-                    seed=request.seed,
-                    repeat_penalty=request.repeat_penalty,
-                    stream=on_text is not None,
-                )
-                if on_text is None:
-                    done = _from_response(out)
-                else:
-                    # Streamed only so that a cancelled run stops between tokens: each piece
-                    # is shown as nothing (a call's markup must not reach the client).
-                    done = _from_stream(loaded.llama, out, lambda piece: on_text(""))
-            except ValueError as e:
-                raise WorkerError(f"{self.path.name}: {e}") from None
+            with loaded.abort.watching(loaded.llama, request.cancelled):
+                try:
+                    out = loaded.llama.create_chat_completion(
+                        messages=template_messages(request.messages),
+                        tools=tools,  # no tool_choice: llama-cpp-python would force one by grammar
+                        max_tokens=request.max_tokens,
+                        temperature=request.temperature,
+                        seed=request.seed,
+                        repeat_penalty=request.repeat_penalty,
+                        stream=on_text is not None,
+                    )
+                    if on_text is None:
+                        done = _from_response(out)
+                    else:
+                        # Streamed only so that a cancelled run stops between tokens: each piece
+                        # is shown as nothing (a call's markup must not reach the client).
+                        done = _from_stream(loaded.llama, out, lambda piece: on_text(""))
+                except ValueError as e:
+                    raise WorkerError(f"{self.path.name}: {e}") from None
         parsed = parse_tool_calls(done.text, offered)
         if on_text is not None and parsed.text:
             on_text(parsed.text)
@@ -296,47 +299,52 @@ class LlamaCppBackend:
         return replace(done, text=parsed.text, tool_calls=parsed.calls, finish_reason=finish)
 
     def _complete(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
-        kwargs: dict[str, Any] = {}
         with loaded.lock:
             if loaded.closed:
                 raise WorkerError(CLOSED)
-            store = self._models.state_store
-            warm = store is not None and request.fixed_messages > 0
-            constrained = request.grammar is not None and on_text is None
-            # Formatted and tokenized once, for both uses below.
-            prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
-            if warm and store is not None and prompt is not None:
-                _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
-            else:
-                fresh_context(loaded.llama)
-            if constrained and prompt is not None:
-                return self._constrained(loaded, prompt, request)
-            if request.grammar is not None:
-                grammar = loaded.grammars.get(request.grammar)
-                if grammar is None:
-                    from llama_cpp import LlamaGrammar
+            with loaded.abort.watching(loaded.llama, request.cancelled):
+                return self._generate(loaded, request, on_text)
 
-                    grammar = LlamaGrammar.from_string(request.grammar, verbose=False)
-                    loaded.grammars[request.grammar] = grammar
-                kwargs["grammar"] = grammar
-            # The loop guard reads the text as it comes, so a guarded call always streams.
-            guard = LoopGuard() if request.stop_loops else None
-            try:
-                out = loaded.llama.create_chat_completion(
-                    messages=list(request.messages),
-                    max_tokens=request.max_tokens,
-                    temperature=request.temperature,
-                    seed=request.seed,
-                    repeat_penalty=request.repeat_penalty,
-                    stream=on_text is not None or guard is not None,
-                    **kwargs,
-                )
-                if on_text is None and guard is None:
-                    return _from_response(out)
-                return _from_stream(loaded.llama, out, on_text, guard)
-            except ValueError as e:
-                # e.g. "Requested tokens (9000) exceed context window of 8192"
-                raise WorkerError(f"{self.path.name}: {e}") from None
+    def _generate(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
+        """`_complete`'s work, under the model's lock."""
+        kwargs: dict[str, Any] = {}
+        store = self._models.state_store
+        warm = store is not None and request.fixed_messages > 0
+        constrained = request.grammar is not None and on_text is None
+        # Formatted and tokenized once, for both uses below.
+        prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+        if warm and store is not None and prompt is not None:
+            _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
+        else:
+            fresh_context(loaded.llama)
+        if constrained and prompt is not None:
+            return self._constrained(loaded, prompt, request)
+        if request.grammar is not None:
+            grammar = loaded.grammars.get(request.grammar)
+            if grammar is None:
+                from llama_cpp import LlamaGrammar
+
+                grammar = LlamaGrammar.from_string(request.grammar, verbose=False)
+                loaded.grammars[request.grammar] = grammar
+            kwargs["grammar"] = grammar
+        # The loop guard reads the text as it comes, so a guarded call always streams.
+        guard = LoopGuard() if request.stop_loops else None
+        try:
+            out = loaded.llama.create_chat_completion(
+                messages=list(request.messages),
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                repeat_penalty=request.repeat_penalty,
+                stream=on_text is not None or guard is not None,
+                **kwargs,
+            )
+            if on_text is None and guard is None:
+                return _from_response(out)
+            return _from_stream(loaded.llama, out, on_text, guard)
+        except ValueError as e:
+            # e.g. "Requested tokens (9000) exceed context window of 8192"
+            raise WorkerError(f"{self.path.name}: {e}") from None
 
     def _constrained(self, loaded: _Loaded, prompt: list[int], request: Request) -> Completion:
         from conductor_cli.backends.constrained import StepTokens, generate

@@ -368,6 +368,7 @@ class Engine:
             stop_loops=worker.config.stop_loops and worker.config.spec.local,
             tools=agent.tools_json if agent is not None else None,
             tool_choice=agent.tool_choice_json if agent is not None else None,
+            cancelled=self.cancel.is_set if self.cancel is not None else None,
         )
 
         def on_text(piece: str) -> None:
