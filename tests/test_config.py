@@ -83,6 +83,7 @@ def test_config_env_var_is_honoured(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ("[conductor]\nmax_steps = 50\n", ["conductor.max_steps", "between 1 and 10"]),
         ("[cache]\nenabled = 1\n", ["cache.enabled: expected true or false"]),
         ("[conductor]\nstep_penalty = -1\n", ["conductor.step_penalty", "between 0"]),
+        ("[conductor]\ncode_retries = 6\n", ["conductor.code_retries", "between 0 and 5"]),
         (
             '[[workers]]\nname = "a"\nmodel = "x"\nstop_loops = "yes"\n',
             ["workers[0].stop_loops: expected true or false"],

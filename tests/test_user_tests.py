@@ -171,6 +171,11 @@ def test_code_asked_with_examples_gets_tests_and_retries_and_nothing_else_does()
     for plain in ("If f(2) = 5 and f(3) = 7, what is f(4)?", "Write a function to add", ""):
         assert with_user_tests(ONE, POOL_OF_CONFIG, (), 5, plain) is ONE
     assert with_user_tests(ONE, POOL_OF_CONFIG, (), 2, MBPP_LIKE) is ONE  # no room
+    # conductor.code_retries: as many tries as max_steps leaves room for; 0, none.
+    four = with_user_tests(ONE, POOL_OF_CONFIG, (), 9, MBPP_LIKE, retries=4)
+    assert [s.task for s in four.steps[1:]] == [TEST, RETRY] * 4
+    assert len(with_user_tests(ONE, POOL_OF_CONFIG, (), 7, MBPP_LIKE, retries=4).steps) == 7
+    assert with_user_tests(ONE, POOL_OF_CONFIG, (), 9, MBPP_LIKE, retries=0) is ONE
 
 
 def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
@@ -183,6 +188,10 @@ def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
     assert planner.plan("fix this", POOL, ATTACHED[:1], 5).workflow.shape == "coder"
     asked = planner.plan(MBPP_LIKE, POOL, (), 5).workflow
     assert [s.task for s in asked.steps] == ["Fix the file.", TEST, RETRY, TEST, RETRY]
+    once = Conductor(
+        FakeBackend(reply=reply, grammar=True), temperature=0.2, seed=0, code_retries=1
+    )
+    assert [s.task for s in once.plan(MBPP_LIKE, POOL, (), 5).workflow.steps[1:]] == [TEST, RETRY]
     # An agent's turn (run/execution plans it with tests=False): its last step is the one
     # that may call the client's tools, so no test step follows it.
     assert planner.plan(MBPP_LIKE, POOL, ATTACHED, 5, tests=False).workflow.shape == "coder"

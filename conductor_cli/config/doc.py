@@ -40,6 +40,9 @@ KEY_HELP: dict[str, str] = {
     "conductor.step_penalty": "Logits taken from every token that would start another step "
     "of a plan (llama.cpp conductors): the price of a step; 0 leaves the step count to the "
     "model.",
+    "conductor.code_retries": "Times the code of an answer is written again where the "
+    "examples its question shows fail (0 to 5); each try is a test and a writer's step, as far "
+    "as `max_steps` leaves room; 0 runs no examples.",
     "conductor.api_base": "For a `litellm:` conductor: the server's base URL.",
     "conductor.api_key_env": "For a `litellm:` conductor: the environment variable holding "
     "its key.",

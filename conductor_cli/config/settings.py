@@ -53,6 +53,10 @@ class ConductorSettings:
     # embedded default (docs/workflows.md): without it the 135M conductor copied its prompt's
     # 2- and 3-step examples onto one-line facts, and lost to one plain call.
     step_penalty: float = 1.0
+    # Times the code of an answer is written again where the examples its question shows
+    # fail (run/user_tests.py), as far as max_steps leaves room: each try is a test step and
+    # a writer's step. 0: the examples are not run.
+    code_retries: int = 2
     api_base: str | None = None
     api_key_env: str | None = None
 
@@ -231,6 +235,7 @@ _CONDUCTOR_TYPES: dict[str, type] = {
     "temperature": float,
     "seed": int,
     "step_penalty": float,
+    "code_retries": int,
     "api_base": str,
     "api_key_env": str,
 }
@@ -412,6 +417,11 @@ def _validate_conductor(c: ConductorSettings, where: str) -> None:
         0.0 <= c.step_penalty <= 100.0,
         f"{where}.step_penalty",
         "must be between 0 (steps are free) and 100 (one step, always).",
+    )
+    _require(
+        0 <= c.code_retries <= MAX_STEPS_LIMIT // 2,
+        f"{where}.code_retries",
+        f"must be between 0 and {MAX_STEPS_LIMIT // 2}, got {c.code_retries}.",
     )
     _require(c.n_threads >= 0, f"{where}.n_threads", "must be 0 (auto) or a positive count.")
     _require(

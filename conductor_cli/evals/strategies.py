@@ -265,8 +265,8 @@ STRATEGY_KINDS: dict[str, StrategyKind] = {
                      _per_writer("repair"), _SOLVERS + "repair"),
         StrategyKind("retry", "retry[:WORKER]", "WORKER writes the code, the python tool "
                      "tests it on the examples the question shows, WORKER writes it again "
-                     "shown what failed (twice at most)", _per_writer("retry"),
-                     _SOLVERS + "retry"),
+                     "shown what failed (conductor.code_retries times at most)",
+                     _per_writer("retry"), _SOLVERS + "retry"),
         StrategyKind("moa", "moa", "mixture of agents: every worker, then an aggregator",
                      _alone("moa"), _SOLVERS + "moa", defaults=("",)),
         StrategyKind("router", "router", "a lookup table: the best worker on the other half",
@@ -327,11 +327,11 @@ def repair_workflow(config: Config, worker: str) -> Workflow:
 def retry_workflow(config: Config, worker: str) -> Workflow:
     """`worker` writes, the python tool tests on the question's examples, `worker` writes
     again shown what failed: the steps a conductor's plan gets for such a question."""
-    from conductor_cli.run.user_tests import RETRIES, with_retries
+    from conductor_cli.run.user_tests import with_retries
 
     tool = python_tool(config)
     assert tool is not None  # parse_strategies refused the strategy otherwise
-    return with_retries(single_workflow(worker), tool, worker, RETRIES)
+    return with_retries(single_workflow(worker), tool, worker, config.conductor.code_retries)
 
 
 def check_conductor(name: str, raw: str) -> str:

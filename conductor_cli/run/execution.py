@@ -142,6 +142,7 @@ def planner_for(
         seed=c.seed,
         chooser=chooser,
         step_penalty=c.step_penalty,
+        code_retries=c.code_retries,
         cancelled=cancel.is_set if cancel is not None else None,
     )
 

@@ -17,7 +17,7 @@ from conductor_cli.backends.base import Backend, Completion, Request
 from conductor_cli.errors import WorkflowError
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.user_tests import with_user_tests
+from conductor_cli.run.user_tests import RETRIES, with_user_tests
 from conductor_cli.run.workflow import (
     TASK_VERBS,
     TOOL_VERBS,
@@ -237,9 +237,11 @@ class Conductor:
         seed: int,
         chooser: ShapeChooser | None = None,
         step_penalty: float = 0.0,
+        code_retries: int = RETRIES,
         cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self.backend = backend
+        self.code_retries = code_retries
         self.temperature = temperature
         self.seed = seed
         self.chooser = chooser
@@ -261,7 +263,9 @@ class Conductor:
         plan = self._first_plan(question, pool, attachments, max_steps)
         if not tests:
             return plan
-        workflow = with_user_tests(plan.workflow, pool, attachments, max_steps, question)
+        workflow = with_user_tests(
+            plan.workflow, pool, attachments, max_steps, question, self.code_retries
+        )
         return plan if workflow is plan.workflow else replace(plan, workflow=workflow)
 
     def _first_plan(

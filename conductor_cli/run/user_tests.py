@@ -37,8 +37,9 @@ class _Member(Protocol):
     def runs_programs(self) -> bool: ...
 
 
-# Tries at writing the code again where the question's own examples fail: on 100 MBPP and
-# 100 HumanEval test items (README, "Code"), written before either was measured.
+# Tries at writing the code again where the question's own examples fail, unless the config
+# says otherwise (conductor.code_retries): on 100 MBPP and 100 HumanEval test items (README,
+# "Code"), written before either was measured.
 RETRIES = 2
 
 
@@ -48,11 +49,13 @@ def with_user_tests(
     attachments: Sequence[Attachment],
     max_steps: int,
     question: str = "",
+    retries: int = RETRIES,
 ) -> Workflow:
     """`workflow` with test steps after its last where the last step is a model's, the pool
     runs programs and no step tests already: a test and a repair step where a test file is
     attached; else, where `question` or its attachments show code examples, a test and a
-    retry step, RETRIES times as far as `max_steps` leaves room; else `workflow` as it is."""
+    retry step, `retries` times (conductor.code_retries) as far as `max_steps` leaves room;
+    else `workflow` as it is."""
     tests = [a.name for a in attachments if a.name.endswith(".py") and holds_tests(a.text)]
     runner = next((w.name for w in pool if w.runs_programs), None)
     if runner is None or not workflow.steps:
@@ -65,7 +68,7 @@ def with_user_tests(
     if not tests:
         shown = "\n\n".join([question, *(a.text for a in attachments)])
         return (
-            _with_retries(workflow, runner, writer, max_steps)
+            _with_retries(workflow, runner, writer, max_steps, retries)
             if shows_code_examples(shown)
             else workflow
         )
@@ -81,8 +84,10 @@ def with_user_tests(
     return Workflow(steps, (*workflow.repairs, said))
 
 
-def _with_retries(workflow: Workflow, runner: str, writer: str, max_steps: int) -> Workflow:
-    tries = min(RETRIES, (max_steps - len(workflow.steps)) // 2)
+def _with_retries(
+    workflow: Workflow, runner: str, writer: str, max_steps: int, retries: int
+) -> Workflow:
+    tries = min(retries, (max_steps - len(workflow.steps)) // 2)
     if tries < 1:
         return workflow
     said = (
