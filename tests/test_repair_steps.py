@@ -84,8 +84,15 @@ def test_the_tool_runs_the_code_on_the_questions_examples_and_says_what_failed(
     assert "raised NameError: name 'undefined_name' is not defined" in outcome_of(
         tool, broken, shown
     )
-    assert outcome_of(tool, "```python\nimport nothing_here\n```", shown).startswith(
-        "The code failed to load: ModuleNotFoundError"
+    assert outcome_of(tool, "```python\nimport nothing_here\n```", shown) == (
+        "The code failed to load: import nothing_here\n"
+        "raised ModuleNotFoundError: No module named 'nothing_here'"
+    )
+    # A writer that copies the failing example under its code: the load fails on that line,
+    # and the report says what the left side was (it said only "AssertionError").
+    copied = wrong.replace("\n```", "\nassert add(2, 3) == 5\n```")
+    assert outcome_of(tool, copied, shown) == (
+        "The code failed to load: assert add(2, 3) == 5\nfailed: the left side is 7"
     )
     assert outcome_of(tool, FIXED, "fix this, please") == examples.NO_EXAMPLES
     assert outcome_of(tool, "It looks right to me.", QUESTION) == examples.NO_CODE

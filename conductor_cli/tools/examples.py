@@ -235,9 +235,10 @@ def code_modules(code: str, tests: list[TestFile], files: list[str]) -> set[str]
 # then each test of the attached test files. Its data comes in the lines `harness` puts first.
 # The test harness's version in the tool's cache key (python_tool.fingerprint): a report
 # cached under an older harness is not this one's (2: what the code prints as it loads is
-# left out of the report). Not the tool's behaviour version, which trained rewards are kept
-# under: a program's run is unchanged.
-HARNESS_KEY = ":harness2"
+# left out of the report; 3: a load that failed names the code's line, and an assert's left
+# side). Not the tool's behaviour version, which trained rewards are kept under: a program's
+# run is unchanged.
+HARNESS_KEY = ":harness3"
 _HARNESS = """
 import ast, contextlib, io, json, math, sys, traceback
 _said = lambda e: "".join(traceback.format_exception_only(type(e), e)).strip()
@@ -262,6 +263,32 @@ def _same(value, got, want, is_expr):
         except TypeError:
             return False
     return value == expected
+
+
+def _why(e, file, source):
+    # The line of `file` that failed (the test's own, or the code's as it loaded) and, for
+    # `assert a == b`, what a was.
+    tb, frame, line = e.__traceback__, None, 0
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == file:
+            frame, line = tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
+    text = source.splitlines()[line - 1].strip() if frame is not None else ""
+    if not isinstance(e, AssertionError):
+        return (text + "\\n" if text else "") + "raised " + _said(e)
+    said = (text + "\\n" if text else "") + "failed"
+    try:
+        node = ast.parse(text).body[0]
+        test = node.test
+        if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Eq):
+            left = ast.Expression(test.left)
+            value = eval(compile(left, "assert", "eval"), frame.f_globals, frame.f_locals)
+            return said + ": the left side is " + repr(value)
+    except BaseException:
+        pass
+    return said + (": " + str(e).strip() if str(e).strip() else "")
+
+
 _failed = []
 _ns = {"__name__": "__main__"}
 try:
@@ -270,7 +297,7 @@ try:
     with contextlib.redirect_stdout(io.StringIO()):
         exec(compile(_the_code, "code.py", "exec"), _ns)
 except BaseException as e:
-    print("The code failed to load: " + _said(e))
+    print("The code failed to load: " + _why(e, "code.py", _the_code))
     raise SystemExit(0)
 for _source, _want in _examples:
     _out = io.StringIO()
@@ -316,28 +343,6 @@ if _tests:
             module.__dict__.update({k: v for k, v in _ns.items() if not k.startswith("__")})
 
     sys.meta_path.insert(0, _TheCode())
-
-    def _why(e, file, source):
-        # The test's own line that failed and, for `assert a == b`, what a was.
-        tb, frame, line = e.__traceback__, None, 0
-        while tb is not None:
-            if tb.tb_frame.f_code.co_filename == file:
-                frame, line = tb.tb_frame, tb.tb_lineno
-            tb = tb.tb_next
-        text = source.splitlines()[line - 1].strip() if frame is not None else ""
-        if not isinstance(e, AssertionError):
-            return (text + "\\n" if text else "") + "raised " + _said(e)
-        said = (text + "\\n" if text else "") + "failed"
-        try:
-            node = ast.parse(text).body[0]
-            test = node.test
-            if isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.Eq):
-                left = ast.Expression(test.left)
-                value = eval(compile(left, "assert", "eval"), frame.f_globals, frame.f_locals)
-                return said + ": the left side is " + repr(value)
-        except BaseException:
-            pass
-        return said + (": " + str(e).strip() if str(e).strip() else "")
 
     for _t in _tests:
         _tns = {"__name__": _t["module"]}
