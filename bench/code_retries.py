@@ -51,18 +51,21 @@ def main() -> None:
     runner = Runner(config, problems)
     try:
         for p in problems:
-            run, right = runner.run(p, workflow, seed=0)
+            run, _ = runner.run(p, workflow, seed=0)
             row: dict[str, object] = {"id": p.id}
             if run is None:
                 row["failed"] = True
             else:
                 right_after, seconds_after = [], []
+                # Each distinct answer scored once: slow code passes or times out by chance
+                # (mbpp/123's answer, kept unchanged through three tries, scored both ways).
+                scored: dict[str, bool] = {}
                 for k in range(args.tries + 1):
-                    step = run.steps[2 * k]
-                    ok, _, _ = scoring.score(p, step.output, runner.sandbox)
-                    right_after.append(ok)
+                    out = run.steps[2 * k].output
+                    if out not in scored:
+                        scored[out] = scoring.score(p, out, runner.sandbox)[0]
+                    right_after.append(scored[out])
                     seconds_after.append(round(sum(s.seconds for s in run.steps[: 2 * k + 1]), 2))
-                assert right_after[-1] == right  # the last step's output is the run's answer
                 # What each test step said (the shown example's run), for reading later.
                 said = [s.output[:300] for s in run.steps[1::2]]
                 row |= {"right_after": right_after, "seconds_after": seconds_after, "tests": said}

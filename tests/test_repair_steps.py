@@ -5,6 +5,7 @@ not for a program that prints; a benchmark's hidden tests reach no step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,7 +207,8 @@ def test_code_that_passes_every_example_is_kept_without_asking_the_writer_again(
 
 def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
     """`retry:W`: W writes, the tool tests, W writes again shown the test's report alone (its
-    wrong code would anchor the next try), twice at most; no step sees the hidden tests."""
+    wrong code would anchor the next try), conductor.code_retries times at most; no step
+    sees the hidden tests."""
     assert parse_strategies("retry", CONFIG) == ["retry:coder"]
     workflow = retry_workflow(CONFIG, "coder")
     assert [(s.worker, s.task, s.sees) for s in workflow.steps][1:] == [
@@ -214,9 +216,15 @@ def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
         ("coder", RETRY, (1,)),
         ("py", TEST, (2,)),
         ("coder", RETRY, (3,)),
+        ("py", TEST, (4,)),
+        ("coder", RETRY, (5,)),
+        ("py", TEST, (6,)),
+        ("coder", RETRY, (7,)),
     ]
+    twice = replace(CONFIG, conductor=replace(CONFIG.conductor, code_retries=2))
+    assert len(retry_workflow(twice, "coder").steps) == 5
     coder = POOL.get("coder")
-    assert not any(feeds_python(workflow, i, POOL) for i in range(5))
+    assert not any(feeds_python(workflow, i, POOL) for i in range(9))
     problem = load("humaneval", "test")[0]
     report = "0 of 1 examples pass. Failed:\n>>> f(2)\nexpected: 4\ngot: 5"
     outputs = {0: BUGGY, 1: report}

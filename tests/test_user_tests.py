@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conductor_cli.backends.base import Request
+from conductor_cli.config.settings import CODE_RETRIES
 from conductor_cli.policy.words import REPAIR, RETRY, TEST
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.planner import Conductor, WorkerInfo
@@ -131,19 +132,21 @@ POOL_OF_CONFIG = [
 
 
 def test_a_plan_gets_a_test_and_a_repair_step_where_tests_are_attached() -> None:
-    got = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED, 5)
+    got = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED)
     assert got.steps[1:] == (Step("python", TEST, (0,)), Step("local", REPAIR, (0, 1)))
     assert got.repairs == ("tests attached (test_bug.py): python runs them on step 0's code",)
     # No tests, no tool that runs programs, an answer by a tool, a plan that tests already,
-    # or no room under --max-steps: the plan stays as it was (the last said in the trace).
+    # or no room under a workflow's 10 steps: the plan stays as it was (the last said in the
+    # trace).
     pool = POOL_OF_CONFIG
-    assert with_user_tests(ONE, pool, ATTACHED[:1], 5) is ONE
-    assert with_user_tests(ONE, pool[:1], ATTACHED, 5) is ONE
+    assert with_user_tests(ONE, pool, ATTACHED[:1]) is ONE
+    assert with_user_tests(ONE, pool[:1], ATTACHED) is ONE
     by_tool = Workflow((Step("python", "print(1)", ()),))
-    assert with_user_tests(by_tool, pool, ATTACHED, 5) is by_tool
-    assert with_user_tests(got, pool, ATTACHED, 5) is got
-    full = with_user_tests(ONE, pool, ATTACHED, 2)
-    assert full.steps == ONE.steps and "not run" in full.repairs[0]
+    assert with_user_tests(by_tool, pool, ATTACHED) is by_tool
+    assert with_user_tests(got, pool, ATTACHED) is got
+    nine = Workflow((*ONE.steps,) * 9)
+    full = with_user_tests(nine, pool, ATTACHED)
+    assert full.steps == nine.steps and "not run" in full.repairs[0]
 
 
 MBPP_LIKE = "Write a function to add two numbers. Your code should pass this test:\n\n" + (
@@ -153,7 +156,7 @@ DOCTESTED = 'def double(x):\n    """\n    >>> double(2)\n    4\n    """'
 
 
 def test_code_asked_with_examples_gets_tests_and_retries_and_nothing_else_does() -> None:
-    got = with_user_tests(ONE, POOL_OF_CONFIG, (), 5, MBPP_LIKE)
+    got = with_user_tests(ONE, POOL_OF_CONFIG, (), MBPP_LIKE, retries=2)
     assert got.steps[1:] == (
         Step("python", TEST, (0,)),
         Step("local", RETRY, (1,)),
@@ -161,21 +164,24 @@ def test_code_asked_with_examples_gets_tests_and_retries_and_nothing_else_does()
         Step("local", RETRY, (3,)),
     )
     assert "writes it again where one fails (2 times at most)" in got.repairs[-1]
+    # conductor.code_retries' default, 4 tries, on top of the plan; 0, none.
+    default = with_user_tests(ONE, POOL_OF_CONFIG, (), MBPP_LIKE)
+    assert [s.task for s in default.steps[1:]] == [TEST, RETRY] * CODE_RETRIES == [TEST, RETRY] * 4
+    assert with_user_tests(ONE, POOL_OF_CONFIG, (), MBPP_LIKE, retries=0) is ONE
     # A piped file's doctest lines count as the question's; a signature with prose examples
-    # (HumanEval's style) too; room for one try only under --max-steps 3.
-    piped = with_user_tests(ONE, POOL_OF_CONFIG, (Attachment("stdin", DOCTESTED),), 3, "fix it")
-    assert [s.task for s in piped.steps] == [ONE.steps[0].task, TEST, RETRY]
+    # (HumanEval's style) too.
+    piped = with_user_tests(ONE, POOL_OF_CONFIG, (Attachment("stdin", DOCTESTED),), "fix it")
+    assert [s.task for s in piped.steps[:3]] == [ONE.steps[0].task, TEST, RETRY]
     prose = 'def area(a, b, c):\n    """area(3, 4, 5) == 6.00"""'
-    assert len(with_user_tests(ONE, POOL_OF_CONFIG, (), 5, prose).steps) == 5
+    assert len(with_user_tests(ONE, POOL_OF_CONFIG, (), prose, retries=2).steps) == 5
     # No code asked, or no example: no test step, no cost.
     for plain in ("If f(2) = 5 and f(3) = 7, what is f(4)?", "Write a function to add", ""):
-        assert with_user_tests(ONE, POOL_OF_CONFIG, (), 5, plain) is ONE
-    assert with_user_tests(ONE, POOL_OF_CONFIG, (), 2, MBPP_LIKE) is ONE  # no room
-    # conductor.code_retries: as many tries as max_steps leaves room for; 0, none.
-    four = with_user_tests(ONE, POOL_OF_CONFIG, (), 9, MBPP_LIKE, retries=4)
-    assert [s.task for s in four.steps[1:]] == [TEST, RETRY] * 4
-    assert len(with_user_tests(ONE, POOL_OF_CONFIG, (), 7, MBPP_LIKE, retries=4).steps) == 7
-    assert with_user_tests(ONE, POOL_OF_CONFIG, (), 9, MBPP_LIKE, retries=0) is ONE
+        assert with_user_tests(ONE, POOL_OF_CONFIG, (), plain) is ONE
+    # As many tries as a workflow's 10 steps leave room for: a 7-step plan gets one.
+    seven = Workflow((*ONE.steps,) * 7)
+    assert len(with_user_tests(seven, POOL_OF_CONFIG, (), MBPP_LIKE).steps) == 9
+    nine = Workflow((*ONE.steps,) * 9)
+    assert with_user_tests(nine, POOL_OF_CONFIG, (), MBPP_LIKE) is nine  # no room
 
 
 def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
@@ -187,7 +193,7 @@ def test_the_conductors_plan_is_the_one_the_rule_extends() -> None:
     assert plan.reply == reply  # the conductor's own reply, kept as it wrote it
     assert planner.plan("fix this", POOL, ATTACHED[:1], 5).workflow.shape == "coder"
     asked = planner.plan(MBPP_LIKE, POOL, (), 5).workflow
-    assert [s.task for s in asked.steps] == ["Fix the file.", TEST, RETRY, TEST, RETRY]
+    assert [s.task for s in asked.steps] == ["Fix the file.", *[TEST, RETRY] * CODE_RETRIES]
     once = Conductor(
         FakeBackend(reply=reply, grammar=True), temperature=0.2, seed=0, code_retries=1
     )
@@ -214,7 +220,7 @@ def test_code_that_passes_the_users_tests_is_kept_and_the_trace_lists_them(
         '[[workers]]\nname = "python"\nmodel = "tool:python"\n',
         encoding="utf-8",
     )
-    workflow = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED, 5)
+    workflow = with_user_tests(ONE, POOL_OF_CONFIG, ATTACHED)
     written = f"Fixed:\n```python\n{FIXED}```"
     recorded = StepResult(0, "local", ONE.steps[0].task, (), (), written, 0, 0, 0.0, "cache")
     result = run_workflow(

@@ -32,7 +32,8 @@ KEY_HELP: dict[str, str] = {
     "conductor.n_ctx": "Context window of in-process llama.cpp models, in tokens (at least 512).",
     "conductor.n_threads": "llama.cpp threads; 0 means one per physical core.",
     "conductor.kv_cache_type": "KV cache number format: `f16`, `q8_0` (half the memory) or `q4_0`.",
-    "conductor.max_steps": "Most steps a workflow may have (1 to 10).",
+    "conductor.max_steps": "Most steps the conductor's plan may have (1 to 10); the tests of "
+    "code the question shows examples for come on top (`code_retries`).",
     "conductor.max_rounds": "Rounds of plan, run, read the answer, re-plan (1 to 4); the "
     "conductor stops earlier by keeping the answer. 1: no re-planning.",
     "conductor.temperature": "Sampling temperature for planning (0 to 2).",
@@ -41,8 +42,8 @@ KEY_HELP: dict[str, str] = {
     "of a plan (llama.cpp conductors): the price of a step; 0 leaves the step count to the "
     "model.",
     "conductor.code_retries": "Times the code of an answer is written again where the "
-    "examples its question shows fail (0 to 5); each try is a test and a writer's step, as far "
-    "as `max_steps` leaves room; 0 runs no examples.",
+    "examples its question shows fail (0 to 5); each try is a test and a writer's step, on top "
+    "of the plan's `max_steps` (a workflow has 10 steps at most); 0 runs no examples.",
     "conductor.api_base": "For a `litellm:` conductor: the server's base URL.",
     "conductor.api_key_env": "For a `litellm:` conductor: the environment variable holding "
     "its key.",

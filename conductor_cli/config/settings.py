@@ -19,6 +19,11 @@ from conductor_cli.models.spec import ModelSpec, spellings
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
 MAX_STEPS_LIMIT = 10
+# Tries at writing the code again where the question's own examples fail (run/user_tests.py),
+# unless the config says otherwise (conductor.code_retries). 2 were written before anything
+# was measured; 4 were chosen by bench/code_retries.py on 100 MBPP test items nobody reports
+# (right after 0..4 tries: 48, 55, 57, 58, 60), by a rule written before it ran.
+CODE_RETRIES = 4
 MAX_ROUNDS_LIMIT = 4
 # The name the conductor had as a worker (the retired nested step); still reserved, so that
 # old traces' `conductor` steps never read as a user's worker.
@@ -54,9 +59,9 @@ class ConductorSettings:
     # 2- and 3-step examples onto one-line facts, and lost to one plain call.
     step_penalty: float = 1.0
     # Times the code of an answer is written again where the examples its question shows
-    # fail (run/user_tests.py), as far as max_steps leaves room: each try is a test step and
-    # a writer's step. 0: the examples are not run.
-    code_retries: int = 2
+    # fail (run/user_tests.py): each try is a test step and a writer's step, on top of the
+    # plan's max_steps. 0: the examples are not run.
+    code_retries: int = CODE_RETRIES
     api_base: str | None = None
     api_key_env: str | None = None
 

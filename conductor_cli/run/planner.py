@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from conductor_cli.backends.base import Backend, Completion, Request
+from conductor_cli.config.settings import CODE_RETRIES
 from conductor_cli.errors import WorkflowError
 from conductor_cli.models.spec import ModelSpec
 from conductor_cli.run.inputs import Attachment
-from conductor_cli.run.user_tests import RETRIES, with_user_tests
+from conductor_cli.run.user_tests import with_user_tests
 from conductor_cli.run.workflow import (
     TASK_VERBS,
     TOOL_VERBS,
@@ -237,7 +238,7 @@ class Conductor:
         seed: int,
         chooser: ShapeChooser | None = None,
         step_penalty: float = 0.0,
-        code_retries: int = RETRIES,
+        code_retries: int = CODE_RETRIES,
         cancelled: Callable[[], bool] | None = None,
     ) -> None:
         self.backend = backend
@@ -264,7 +265,7 @@ class Conductor:
         if not tests:
             return plan
         workflow = with_user_tests(
-            plan.workflow, pool, attachments, max_steps, question, self.code_retries
+            plan.workflow, pool, attachments, question, retries=self.code_retries
         )
         return plan if workflow is plan.workflow else replace(plan, workflow=workflow)
 

@@ -7,8 +7,8 @@ was planned: a rule of the run, not a learned choice (the head never trained on 
 - Else, a question that shows code examples (doctest lines, an assert, a function's
   signature with examples: tools/examples.shows_code_examples): the answer's code is run on
   those examples, and where one fails its writer writes the code again shown only what failed
-  (tools/examples.RETRY), twice at most. An answer with no code is kept as it is; a question
-  without such examples gets no step.
+  (tools/examples.RETRY), conductor.code_retries times at most (4). An answer with no code is
+  kept as it is; a question without such examples gets no step.
 
 The tests run in the sandbox like any program (tools/examples.py), and the trace's test step
 lists each test and what it said. Code that passes them all is kept without another call
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from conductor_cli.config.settings import CODE_RETRIES, MAX_STEPS_LIMIT
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Step, Workflow
 from conductor_cli.tools.examples import REPAIR, RETRY, TEST, holds_tests, shows_code_examples
@@ -37,25 +38,19 @@ class _Member(Protocol):
     def runs_programs(self) -> bool: ...
 
 
-# Tries at writing the code again where the question's own examples fail, unless the config
-# says otherwise (conductor.code_retries): on 100 MBPP and 100 HumanEval test items (README,
-# "Code"), written before either was measured.
-RETRIES = 2
-
-
 def with_user_tests(
     workflow: Workflow,
     pool: Sequence[_Member],
     attachments: Sequence[Attachment],
-    max_steps: int,
     question: str = "",
-    retries: int = RETRIES,
+    retries: int = CODE_RETRIES,
 ) -> Workflow:
     """`workflow` with test steps after its last where the last step is a model's, the pool
     runs programs and no step tests already: a test and a repair step where a test file is
     attached; else, where `question` or its attachments show code examples, a test and a
-    retry step, `retries` times (conductor.code_retries) as far as `max_steps` leaves room;
-    else `workflow` as it is."""
+    retry step, `retries` times (conductor.code_retries); else `workflow` as it is. These
+    steps come on top of the plan (max_steps bounds what the conductor plans, code_retries
+    the tries), as far as a workflow's limit of MAX_STEPS_LIMIT steps leaves room."""
     tests = [a.name for a in attachments if a.name.endswith(".py") and holds_tests(a.text)]
     runner = next((w.name for w in pool if w.runs_programs), None)
     if runner is None or not workflow.steps:
@@ -68,11 +63,11 @@ def with_user_tests(
     if not tests:
         shown = "\n\n".join([question, *(a.text for a in attachments)])
         return (
-            _with_retries(workflow, runner, writer, max_steps, retries)
+            _with_retries(workflow, runner, writer, retries)
             if shows_code_examples(shown)
             else workflow
         )
-    if len(workflow.steps) + 2 > max_steps:
+    if len(workflow.steps) + 2 > MAX_STEPS_LIMIT:
         said = f"tests attached ({', '.join(tests)}) not run: the plan has no room for 2 steps"
         return replace(workflow, repairs=(*workflow.repairs, said))
     steps = (
@@ -84,10 +79,8 @@ def with_user_tests(
     return Workflow(steps, (*workflow.repairs, said))
 
 
-def _with_retries(
-    workflow: Workflow, runner: str, writer: str, max_steps: int, retries: int
-) -> Workflow:
-    tries = min(retries, (max_steps - len(workflow.steps)) // 2)
+def _with_retries(workflow: Workflow, runner: str, writer: str, retries: int) -> Workflow:
+    tries = min(retries, (MAX_STEPS_LIMIT - len(workflow.steps)) // 2)
     if tries < 1:
         return workflow
     said = (
