@@ -179,7 +179,7 @@ def ask(
         ),
     ] = None,
     max_steps: Annotated[
-        int | None, typer.Option("--max-steps", help="Most steps the workflow may have.")
+        int | None, typer.Option("--max-steps", help="Most steps the conductor's plan may have.")
     ] = None,
     max_depth: Annotated[int | None, typer.Option("--max-depth", hidden=True)] = None,
     rounds: Annotated[
