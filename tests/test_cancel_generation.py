@@ -215,8 +215,8 @@ def test_a_cancel_stops_llama_cpp_inside_the_read_of_a_long_prompt(gguf_path: Pa
     """The first plan of a server reads the conductor's long instructions in decodes of
     seconds each, and a piped file is read the same way: a client that left during one of them
     used to cost the whole read (issue 59's test failed so in CI). Cancelled 0.3 s into the
-    read, the call ends with RunCancelled instead of an answer, and the model then answers as
-    before."""
+    read (or a quarter of it, on a faster machine), the call ends with RunCancelled instead of an
+    answer, and the model then answers as before."""
     from dataclasses import replace
 
     from conductor_cli.backends.base import Request
@@ -236,9 +236,9 @@ def test_a_cancel_stops_llama_cpp_inside_the_read_of_a_long_prompt(gguf_path: Pa
         started = time.monotonic()
         before = backend.complete(request).text
         read_s = time.monotonic() - started
-        assert read_s > 1.0, f"the prompt was read in {read_s:.2f} s: too short to cancel inside"
+        assert read_s > 0.4, f"the prompt was read in {read_s:.2f} s: too short to cancel inside"
         cancel = threading.Event()
-        timer = threading.Timer(0.3, cancel.set)
+        timer = threading.Timer(min(0.3, read_s / 4), cancel.set)  # well inside the read
         timer.start()
         with pytest.raises(RunCancelled):
             backend.complete(replace(request, cancelled=cancel.is_set))
