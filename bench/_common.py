@@ -199,6 +199,16 @@ def split_by_kind(
     return train, held
 
 
+def drawn_outside(problems: Sequence, n: int, seed: int, left_out: int) -> list:
+    """`n` of `problems` drawn with `seed` among those that `--sample left_out --seed 0` did not
+    draw: the items that chose something, or that the README reports, stay out."""
+    from conductor_cli.evals import select
+
+    kept = {p.id for p in select(problems, sample=left_out, seed=0)}
+    drawn = select(problems, sample=n + left_out, seed=seed)
+    return [p for p in drawn if p.id not in kept][:n]
+
+
 def write_rows(rows: list[dict], path: Path) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -23,8 +23,10 @@ import argparse
 import json
 from pathlib import Path
 
+from _common import drawn_outside, write_rows
+
 from conductor_cli.config import load_config
-from conductor_cli.evals import load_dataset, scoring, select
+from conductor_cli.evals import load_dataset, scoring
 from conductor_cli.evals.strategies import python_tool, single_workflow
 from conductor_cli.run.user_tests import with_retries
 from conductor_cli.train.rollout import Runner
@@ -40,10 +42,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     config = load_config(None)
-    tasks = load_dataset("mbpp", None)
-    reported = {p.id for p in select(tasks, sample=args.reported, seed=0)}
-    drawn = select(tasks, sample=args.n + args.reported, seed=args.seed)
-    problems = [p for p in drawn if p.id not in reported][: args.n]
+    problems = drawn_outside(load_dataset("mbpp", None), args.n, args.seed, args.reported)
     tool = python_tool(config)
     assert tool is not None
     workflow = with_retries(single_workflow(args.worker), tool, args.worker, args.tries)
@@ -80,7 +79,7 @@ def main() -> None:
         print(f"after {k} tries: {right}/{len(rows)} right, {seconds:.1f} s a task")
     print(f"runs failed: {len(rows) - len(done)}")
     if args.out:
-        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_rows(rows, args.out)
 
 
 if __name__ == "__main__":

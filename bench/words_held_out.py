@@ -18,8 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
+from _common import drawn_outside, write_rows
+
 from conductor_cli.config import load_config
-from conductor_cli.evals import load_dataset, select
+from conductor_cli.evals import load_dataset
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.registry import find
 from conductor_cli.train.rollout import Runner
@@ -43,9 +45,7 @@ def main() -> None:
     if len(pair) != 2:
         raise SystemExit(f"{args.conductor}: expected two program shapes, found {len(pair)}")
     training = load_dataset(args.set, None, split="train")
-    chosen = {p.id for p in select(training, sample=args.each, seed=0)}
-    pool = [p for p in select(training, sample=args.n + args.each, seed=args.seed)]
-    problems = [p for p in pool if p.id not in chosen][: args.n]
+    problems = drawn_outside(training, args.n, args.seed, args.each)
     rows = []
     runner = Runner(config, problems)
     try:
@@ -65,7 +65,7 @@ def main() -> None:
             for s, o in (pair, pair[::-1]))  # fmt: skip
     print(f"right only with {pair[0].label}: {a}; only with {pair[1].label}: {b}")
     if args.out:
-        args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        write_rows(rows, args.out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ Python runs inside a decode. A watcher thread copies the run's cancel flag into 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,12 +25,12 @@ POLL_S = 0.05
 
 
 def _strlen() -> Any:
-    """libc's strlen as a function pointer, or None where no C library is found."""
-    name = ctypes.util.find_library("c")
+    """libc's strlen as a function pointer, from the symbols this process already has (Python
+    links the C library on Linux and macOS; no search for it runs at each model's load), or
+    None where there is none (Windows)."""
     try:
-        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
-        return ctypes.cast(libc.strlen, ctypes.c_void_p).value
-    except (OSError, AttributeError):
+        return ctypes.cast(ctypes.CDLL(None).strlen, ctypes.c_void_p).value
+    except (OSError, AttributeError, TypeError):
         return None
 
 
@@ -39,7 +38,8 @@ class AbortSwitch:
     """The abort byte of one loaded model's context: `watching` arms it for one call."""
 
     def __init__(self, llama: Any) -> None:
-        self._byte = ctypes.create_string_buffer(2)  # b"\0\0": strlen 0, go on
+        # b"\0\0": strlen 0, go on. Set only by a call's watcher, and 0 again when it ends.
+        self._byte = ctypes.create_string_buffer(2)
         self.armed = False
         address = _strlen()
         if address is None:
@@ -61,7 +61,6 @@ class AbortSwitch:
     def watching(self, llama: Any, cancelled: Callable[[], bool] | None) -> Iterator[None]:
         """One call on the model: once `cancelled()` is true, the decode under way stops and
         RunCancelled is raised (the context is emptied: its last batch was half read)."""
-        self._byte[0] = b"\0"
         if cancelled is None or not self.armed:
             yield
             return

@@ -17,8 +17,9 @@ import faulthandler
 import json
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,6 +64,16 @@ class _Loaded:
     step_tokens: Any = None  # constrained.StepTokens, made when a plan first prices its steps
     # Set by LlamaModels.close(); read under `lock` before every use of `llama`.
     closed: bool = False
+
+    @contextmanager
+    def using(self, cancelled: Callable[[], bool] | None) -> Iterator[None]:
+        """The model for one call, under its lock, stopped inside a decode once `cancelled()`
+        is true (backends/abort.py)."""
+        with self.lock:
+            if self.closed:
+                raise WorkerError(CLOSED)
+            with self.abort.watching(self.llama, cancelled):
+                yield
 
     def call(self, work: Callable[[], T]) -> T:
         """Run `work` on the model's own thread and wait for it."""
@@ -269,29 +280,26 @@ class LlamaCppBackend:
         assert request.tools is not None
         tools = json.loads(request.tools)
         offered = [t["function"]["name"] for t in tools]
-        with loaded.lock:
-            if loaded.closed:
-                raise WorkerError(CLOSED)
+        with loaded.using(request.cancelled):
             fresh_context(loaded.llama)
-            with loaded.abort.watching(loaded.llama, request.cancelled):
-                try:
-                    out = loaded.llama.create_chat_completion(
-                        messages=template_messages(request.messages),
-                        tools=tools,  # no tool_choice: llama-cpp-python would force one by grammar
-                        max_tokens=request.max_tokens,
-                        temperature=request.temperature,
-                        seed=request.seed,
-                        repeat_penalty=request.repeat_penalty,
-                        stream=on_text is not None,
-                    )
-                    if on_text is None:
-                        done = _from_response(out)
-                    else:
-                        # Streamed only so that a cancelled run stops between tokens: each piece
-                        # is shown as nothing (a call's markup must not reach the client).
-                        done = _from_stream(loaded.llama, out, lambda piece: on_text(""))
-                except ValueError as e:
-                    raise WorkerError(f"{self.path.name}: {e}") from None
+            try:
+                out = loaded.llama.create_chat_completion(
+                    messages=template_messages(request.messages),
+                    tools=tools,  # no tool_choice: llama-cpp-python would force one by grammar
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    repeat_penalty=request.repeat_penalty,
+                    stream=on_text is not None,
+                )
+                if on_text is None:
+                    done = _from_response(out)
+                else:
+                    # Streamed only so that a cancelled run stops between tokens: each piece
+                    # is shown as nothing (a call's markup must not reach the client).
+                    done = _from_stream(loaded.llama, out, lambda piece: on_text(""))
+            except ValueError as e:
+                raise WorkerError(f"{self.path.name}: {e}") from None
         parsed = parse_tool_calls(done.text, offered)
         if on_text is not None and parsed.text:
             on_text(parsed.text)
@@ -299,52 +307,45 @@ class LlamaCppBackend:
         return replace(done, text=parsed.text, tool_calls=parsed.calls, finish_reason=finish)
 
     def _complete(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
-        with loaded.lock:
-            if loaded.closed:
-                raise WorkerError(CLOSED)
-            with loaded.abort.watching(loaded.llama, request.cancelled):
-                return self._generate(loaded, request, on_text)
-
-    def _generate(self, loaded: _Loaded, request: Request, on_text: TextSink | None) -> Completion:
-        """`_complete`'s work, under the model's lock."""
         kwargs: dict[str, Any] = {}
-        store = self._models.state_store
-        warm = store is not None and request.fixed_messages > 0
-        constrained = request.grammar is not None and on_text is None
-        # Formatted and tokenized once, for both uses below.
-        prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
-        if warm and store is not None and prompt is not None:
-            _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
-        else:
-            fresh_context(loaded.llama)
-        if constrained and prompt is not None:
-            return self._constrained(loaded, prompt, request)
-        if request.grammar is not None:
-            grammar = loaded.grammars.get(request.grammar)
-            if grammar is None:
-                from llama_cpp import LlamaGrammar
+        with loaded.using(request.cancelled):
+            store = self._models.state_store
+            warm = store is not None and request.fixed_messages > 0
+            constrained = request.grammar is not None and on_text is None
+            # Formatted and tokenized once, for both uses below.
+            prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+            if warm and store is not None and prompt is not None:
+                _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
+            else:
+                fresh_context(loaded.llama)
+            if constrained and prompt is not None:
+                return self._constrained(loaded, prompt, request)
+            if request.grammar is not None:
+                grammar = loaded.grammars.get(request.grammar)
+                if grammar is None:
+                    from llama_cpp import LlamaGrammar
 
-                grammar = LlamaGrammar.from_string(request.grammar, verbose=False)
-                loaded.grammars[request.grammar] = grammar
-            kwargs["grammar"] = grammar
-        # The loop guard reads the text as it comes, so a guarded call always streams.
-        guard = LoopGuard() if request.stop_loops else None
-        try:
-            out = loaded.llama.create_chat_completion(
-                messages=list(request.messages),
-                max_tokens=request.max_tokens,
-                temperature=request.temperature,
-                seed=request.seed,
-                repeat_penalty=request.repeat_penalty,
-                stream=on_text is not None or guard is not None,
-                **kwargs,
-            )
-            if on_text is None and guard is None:
-                return _from_response(out)
-            return _from_stream(loaded.llama, out, on_text, guard)
-        except ValueError as e:
-            # e.g. "Requested tokens (9000) exceed context window of 8192"
-            raise WorkerError(f"{self.path.name}: {e}") from None
+                    grammar = LlamaGrammar.from_string(request.grammar, verbose=False)
+                    loaded.grammars[request.grammar] = grammar
+                kwargs["grammar"] = grammar
+            # The loop guard reads the text as it comes, so a guarded call always streams.
+            guard = LoopGuard() if request.stop_loops else None
+            try:
+                out = loaded.llama.create_chat_completion(
+                    messages=list(request.messages),
+                    max_tokens=request.max_tokens,
+                    temperature=request.temperature,
+                    seed=request.seed,
+                    repeat_penalty=request.repeat_penalty,
+                    stream=on_text is not None or guard is not None,
+                    **kwargs,
+                )
+                if on_text is None and guard is None:
+                    return _from_response(out)
+                return _from_stream(loaded.llama, out, on_text, guard)
+            except ValueError as e:
+                # e.g. "Requested tokens (9000) exceed context window of 8192"
+                raise WorkerError(f"{self.path.name}: {e}") from None
 
     def _constrained(self, loaded: _Loaded, prompt: list[int], request: Request) -> Completion:
         from conductor_cli.backends.constrained import StepTokens, generate
