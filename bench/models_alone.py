@@ -96,12 +96,12 @@ def main() -> None:
     from conductor_cli import api
     from conductor_cli.config.settings import load_config
     from conductor_cli.evals.datasets import load_mixed
+    from conductor_cli.evals.kinds import scoring_sandbox
     from conductor_cli.evals.scoring import score
     from conductor_cli.models.catalog import load_catalog
     from conductor_cli.models.fetch import pull_missing
     from conductor_cli.run.workflow import Step, Workflow
     from conductor_cli.runtime import Runtime
-    from conductor_cli.sandbox import Sandbox
 
     catalog = load_catalog()
     pull_missing([catalog.get(m) for m in MODELS.values()])
@@ -122,7 +122,7 @@ def main() -> None:
     kinds = [p.id.split("-", 1)[0] for p in problems]
 
     config = load_config()
-    sandbox = Sandbox()
+    sandbox = scoring_sandbox()
     with Runtime(config) as runtime:
         for name in MODELS:
             direct, aided, seconds, tokens = [], [], [], []

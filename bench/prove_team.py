@@ -172,15 +172,15 @@ def best_held_out(
     from conductor_cli import api
     from conductor_cli.config.settings import load_config
     from conductor_cli.evals.datasets import load_mixed
+    from conductor_cli.evals.kinds import scoring_sandbox
     from conductor_cli.evals.scoring import score
     from conductor_cli.policy.shapes import enumerate_shapes, join_shapes
     from conductor_cli.runtime import Runtime
-    from conductor_cli.sandbox import Sandbox
 
     by_label = {s.label: s for s in [*enumerate_shapes(WORKERS), *join_shapes(WORKERS)]}
     in_training = measured_shapes(train_file, env)
     problems = load_mixed(held_file, "exact")
-    config, sandbox = load_config(), Sandbox()
+    config, sandbox = load_config(), scoring_sandbox()
     out: dict[str, dict] = {}
     with Runtime(config) as runtime:
         for kind, shapes in in_training.items():

@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from conductor_cli import public
+from conductor_cli.evals.kinds import scoring_sandbox
 from conductor_cli.evals.scoring import score
-from conductor_cli.sandbox import Limits, Sandbox
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
     problems = {p.id: p for p in public.load(args.sets, "test")}
-    sandbox = Sandbox(Limits())
+    sandbox = scoring_sandbox()
     before: dict[str, int] = defaultdict(int)
     after: dict[str, int] = defaultdict(int)
     changed: dict[str, list[str]] = defaultdict(list)

@@ -176,16 +176,16 @@ def main() -> None:
     from conductor_cli import api
     from conductor_cli.api import NO_TRACE, RunOptions
     from conductor_cli.evals.datasets import load_humaneval, load_qa
+    from conductor_cli.evals.kinds import scoring_sandbox
     from conductor_cli.evals.scoring import score
     from conductor_cli.run import engine
     from conductor_cli.run.workflow import Step, Workflow
     from conductor_cli.runtime import Runtime
-    from conductor_cli.sandbox import Sandbox
     from conductor_cli.storage.cache import CacheMode
 
     facts = [p for f in args.facts.split(",") for p in load_qa(Path(f), "contains")]
     code = load_humaneval()[: args.humaneval]
-    sandbox = Sandbox()
+    sandbox = scoring_sandbox()
     runtime = Runtime()
     max_tokens = runtime.config.workers[0].max_tokens
     seeds = range(args.seeds)

@@ -9,6 +9,7 @@ import pytest
 from conductor_cli.errors import InputError
 from conductor_cli.evals import scoring
 from conductor_cli.evals.datasets import load_humaneval
+from conductor_cli.evals.kinds import scoring_limits
 from conductor_cli.sandbox import Limits, Sandbox
 
 
@@ -66,3 +67,25 @@ def test_bad_solutions_fail_without_harm(problem, sandbox: Sandbox, body: str, s
             listener.accept()
     finally:
         listener.close()
+
+
+def test_hidden_tests_are_bounded_by_cpu_seconds_not_the_wall_clock(problem) -> None:  # type: ignore[no-untyped-def]
+    """Scored beside llama.cpp, a right answer gets a fraction of a core: the wall seconds it
+    takes are not its own. Scoring's limits (one CPU second here) let a right answer take
+    2.5 wall seconds, and still stop one that runs past its CPU seconds."""
+    try:
+        sandbox = Sandbox(scoring_limits(cpu_s=1))
+    except InputError as e:
+        pytest.skip(str(e))
+    waits = (  # once: the tests call the function many times
+        "    import builtins, time\n    if not hasattr(builtins, 'slept'):\n"
+        "        builtins.slept = time.sleep(2.5)\n" + problem.answer
+    )
+    correct, _, detail = scoring.score(problem, reply(waits), sandbox)
+    assert correct, detail
+    spins = (
+        "    import time\n    end = time.process_time() + 3\n"
+        "    while time.process_time() < end:\n        pass\n    return False\n"
+    )
+    correct, _, detail = scoring.score(problem, reply(spins), sandbox)
+    assert not correct and detail["sandbox"] != "failed", detail

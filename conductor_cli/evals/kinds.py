@@ -12,7 +12,7 @@ from conductor_cli.evals import answers
 from conductor_cli.evals.records import Problem
 
 if TYPE_CHECKING:
-    from conductor_cli.sandbox import Sandbox
+    from conductor_cli.sandbox import Limits, Sandbox
 
 Scored = tuple[bool, str, dict[str, Any]]  # (correct, the answer read out, detail)
 
@@ -85,6 +85,23 @@ def kind_of(problem: Problem) -> ProblemKind:
 def runs_code(problems: list[Problem] | tuple[Problem, ...]) -> bool:
     """Whether scoring any of `problems` runs code (a sandbox is needed)."""
     return any(kind_of(p).runs_code for p in problems)
+
+
+def scoring_limits(cpu_s: int = 10) -> Limits:
+    """The limits hidden tests run under: CPU seconds bound them, not wall seconds. Scored
+    beside llama.cpp on every core, a slow but right program got a third of a core, so the
+    sandbox's 15 wall seconds passed or failed the same code by chance; the wall limit here
+    only ends a program that waits instead of running."""
+    from conductor_cli.sandbox import Limits
+
+    return Limits(wall_s=6.0 * cpu_s, cpu_s=cpu_s)
+
+
+def scoring_sandbox() -> Sandbox:
+    """A sandbox for scoring code answers (see `scoring_limits`)."""
+    from conductor_cli.sandbox import Sandbox
+
+    return Sandbox(scoring_limits())
 
 
 def vote_key(problem: Problem, extracted: str) -> str:

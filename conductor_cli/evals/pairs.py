@@ -14,7 +14,7 @@ from conductor_cli.api import NO_TRACE, RunOptions, RunResult, TraceOptions, exe
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import ConductorError
 from conductor_cli.evals import scoring
-from conductor_cli.evals.kinds import runs_code
+from conductor_cli.evals.kinds import runs_code, scoring_sandbox
 from conductor_cli.evals.records import Problem, Result
 from conductor_cli.evals.store import ResultStore
 from conductor_cli.evals.strategies import (
@@ -303,7 +303,7 @@ def run_eval(
                 if on_result:
                     on_result(done, True)
     if sandbox is None and runs_code(problems):
-        sandbox = Sandbox()
+        sandbox = scoring_sandbox()
     runtime = Runtime(config)
     solver = Solver(
         config,

@@ -14,13 +14,12 @@ from conductor_cli.api import NO_TRACE, RunOptions, RunResult, execute
 from conductor_cli.config.settings import Config
 from conductor_cli.errors import BudgetError, ConductorError
 from conductor_cli.evals import scoring
-from conductor_cli.evals.kinds import runs_code
+from conductor_cli.evals.kinds import runs_code, scoring_sandbox
 from conductor_cli.evals.records import Problem
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.runtime import Runtime
-from conductor_cli.sandbox import Sandbox
 from conductor_cli.train.reward import reward, run_cost
 from conductor_cli.train.shared import OnProgress, Progress, TrainOptions
 
@@ -69,7 +68,7 @@ class Runner:
     def __init__(self, config: Config, problems: Sequence[Problem]) -> None:
         self.config = config
         self.runtime = Runtime(config)
-        self.sandbox = Sandbox() if runs_code(problems) else None
+        self.sandbox = scoring_sandbox() if runs_code(problems) else None
 
     def run(
         self,
