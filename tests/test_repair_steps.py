@@ -19,6 +19,7 @@ from conductor_cli.run.inputs import Attachment
 from conductor_cli.run.messages import PROGRAM_REQUEST, feeds_python, step_messages
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.tools import examples
+from conductor_cli.tools.outline import OUTLINED, outline
 from conductor_cli.tools.python_tool import PythonTool
 
 BUGGY = '''```python
@@ -31,6 +32,27 @@ def double(x):
     return x + 3
 ```'''
 FIXED = BUGGY.replace("x + 3", "x * 2")
+HELPER_AND_BUG = '''import math
+
+
+def _helper(y):
+    return y
+
+
+def double(x):
+    """Twice x.
+    >>> double(2)
+    4
+    """
+    # the bug is below
+    return x + 3
+
+
+class Box:
+    def area(self, side):
+        """The square's area."""
+        return side * 3
+'''
 QUESTION = '''fix this
 
 Attached stdin:
@@ -233,6 +255,31 @@ def test_a_retry_sees_what_failed_but_not_the_code_it_replaces() -> None:
     assert report in text and RETRY in text
     assert "x + 3" not in text  # the code that failed is not shown
     assert "def check(" not in text and problem.test.strip()[:60] not in text
+
+
+def test_a_retry_of_a_piped_fix_sees_the_file_without_the_bodies_that_failed() -> None:
+    """`cat bug.py | conductor ask "fix this"`: a try after failed examples is shown the file's
+    outline, each documented function's signature and docstring without the body that failed
+    (the buggy body anchored the 1.5B coder's fresh tries); the first answer and the test
+    step see the whole file, and a test file is never cut."""
+    piped = Attachment("stdin", HELPER_AND_BUG)
+    workflow = retry_workflow(CONFIG, "coder")
+    coder = POOL.get("coder")
+    outputs = {0: BUGGY, 1: "0 of 1 examples pass. Failed:\n>>> double(2)\nexpected: 4\ngot: 5"}
+
+    def text(i: int, attachments: tuple[Attachment, ...] = (piped,)) -> str:
+        messages = step_messages("fix this", attachments, workflow, i, outputs, coder)
+        return "\n".join(m["content"] for m in messages)
+
+    first, tried = text(0), text(2)
+    assert "return x + 3" in first and "return x + 3" not in tried
+    assert "the bug is below" not in tried and "side * 3" not in tried and "class Box:" in tried
+    assert '"""Twice x.' in tried and ">>> double(2)" in tried and "def double(x):" in tried
+    assert "def _helper(y):\n    return y" in tried  # no docstring, so nothing to write from
+    assert "import math" in tried and f"stdin, {OUTLINED}" in tried
+    assert outline("def f(:\n") is None and outline("x = 1\n") is None
+    tests = Attachment("test_bug.py", 'def test_a():\n    """Doc."""\n    assert f(1) == 2\n')
+    assert "assert f(1) == 2" in text(2, (tests,))
 
 
 def test_a_retry_writes_again_only_where_an_example_failed(tmp_path: Path, gguf_path: Path) -> None:

@@ -18,7 +18,8 @@ from conductor_cli.run.inputs import Attachment, attachment_budget, fit_attachme
 from conductor_cli.run.pool import Pool, Worker
 from conductor_cli.run.workflow import Workflow
 from conductor_cli.sandbox.fences import only_python_blocks
-from conductor_cli.tools.examples import TEST
+from conductor_cli.tools.examples import RETRY, TEST, holds_tests
+from conductor_cli.tools.outline import OUTLINED, outline
 
 # Words that carry no content of their own in a task: asking for the answer in some form.
 _FILLER_WORDS = """a an the of to in on at for and or but is are was were be it its this that these
@@ -86,8 +87,14 @@ def step_messages(
     this with code", whatever words the conductor chose for the task.
 
     `programs`: seen steps whose program a seen tool step ran (programs_run); each is shown
-    without what its writer said the program prints (fences.only_python_blocks)."""
+    without what its writer said the program prints (fences.only_python_blocks).
+
+    A step that writes code again after failed examples (tools/examples.RETRY) is shown each
+    attached code file as its outline (tools/outline): documented functions without the
+    bodies that failed, so the try is a fresh one."""
     step = workflow.steps[index]
+    if step.task == RETRY:
+        attachments = [_outlined(a) for a in attachments]
     history: list[dict[str, str]] = []
     for j in step.sees:
         earlier = workflow.steps[j]
@@ -104,6 +111,13 @@ def step_messages(
     fitted, _ = fit_attachments(tuple(attachments), budget)
     attached = [f"Attached {a.name}:\n```\n{a.text.rstrip()}\n```" for a in fitted]
     return (*history, {"role": "user", "content": "\n\n".join([question, *attached, *task])})
+
+
+def _outlined(attachment: Attachment) -> Attachment:
+    cut = outline(attachment.text)
+    if cut is None or holds_tests(attachment.text):
+        return attachment
+    return Attachment(f"{attachment.name}, {OUTLINED}", cut)
 
 
 def _runs_programs(pool: Pool, worker: str) -> bool:
