@@ -7,8 +7,9 @@ was planned: a rule of the run, not a learned choice (the head never trained on 
 - Else, a question that shows code examples (doctest lines, an assert, a function's
   signature with examples: tools/examples.shows_code_examples): the answer's code is run on
   those examples, and where one fails its writer writes the code again shown only what failed
-  (tools/examples.RETRY), conductor.code_retries times at most (4). An answer with no code is
-  kept as it is; a question without such examples gets no step.
+  (tools/examples.RETRY), conductor.code_retries times at most (4); a piped code file is shown
+  to those tries as its outline (tools/outline.py), not with the bodies that failed. An answer
+  with no code is kept as it is; a question without such examples gets no step.
 
 The tests run in the sandbox like any program (tools/examples.py), and the trace's test step
 lists each test and what it said. Code that passes them all is kept without another call
