@@ -19,10 +19,11 @@ OUTLINED = (
 )
 
 
-def _documented(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-    """The functions of the module and of its classes (not nested in a function) whose body
-    is a docstring and more, on lines of their own."""
-    found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+def _bodies(tree: ast.Module) -> list[range]:
+    """The 0-based lines to leave out: of each function of the module and of its classes (not
+    nested in a function) whose body is a docstring and more on lines of their own, the lines
+    after the docstring's to the function's last (comments among them)."""
+    cut: list[range] = []
     scopes: list[list[ast.stmt]] = [tree.body]
     while scopes:
         for node in scopes.pop():
@@ -37,28 +38,22 @@ def _documented(tree: ast.Module) -> list[ast.FunctionDef | ast.AsyncFunctionDef
                     and isinstance(doc.value, ast.Constant)
                     and isinstance(doc.value.value, str)
                     and doc.end_lineno is not None
+                    and node.end_lineno is not None
                     and body[1].lineno > doc.end_lineno
                 ):
-                    found.append(node)
-    return found
+                    cut.append(range(doc.end_lineno, node.end_lineno))
+    return cut
 
 
 def outline(source: str) -> str | None:
-    """`source` with the body of each documented function cut after its docstring (the
-    lines after the docstring's to the function's last, comments among them); None where it
-    is not Python or has no such function."""
+    """`source` with the body of each documented function cut after its docstring; None where
+    it is not Python or has no such function."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    functions = _documented(tree)
-    if not functions:
+    cut = {n for lines in _bodies(tree) for n in lines}
+    if not cut:
         return None
-    lines = source.splitlines(keepends=True)
-    cut: set[int] = set()  # 0-based line numbers left out
-    for f in functions:
-        first = f.body[0].end_lineno or f.body[1].lineno - 1
-        last = (f.end_lineno or f.body[-1].lineno) - 1
-        cut.update(range(first, last + 1))
-    kept = [line for n, line in enumerate(lines) if n not in cut]
+    kept = [line for n, line in enumerate(source.splitlines(keepends=True)) if n not in cut]
     return "".join(kept).rstrip() + "\n"
