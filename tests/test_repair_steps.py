@@ -151,14 +151,15 @@ def test_the_writer_is_asked_for_its_code_and_no_step_sees_the_hidden_tests() ->
 
 # Docstrings of HumanEval whose own examples are wrong (the canonical solution, which passes
 # the hidden tests, disagrees with them): 47's median, 116's example missing its separator,
-# 130's tri.
-WRONG_IN_THE_SOURCE = {"HumanEval/47", "HumanEval/116", "HumanEval/130"}
+# 130's tri, 148's one-planet tuple written `("Venus")`.
+WRONG_IN_THE_SOURCE = {"HumanEval/47", "HumanEval/116", "HumanEval/130", "HumanEval/148"}
 
 
 def test_the_examples_read_are_those_the_docstrings_mean(tool: PythonTool) -> None:
     """HumanEval's canonical solutions pass every example read from their prompts (doctest
-    lines and prose such as `f(3, 4, 5) == 6.00`, `f(148, 412) should return 16.`), but for
-    three docstrings whose examples are wrong; 124 of the 164 prompts show some."""
+    lines, prose such as `f(3, 4, 5) == 6.00` and `f(148, 412) should return 16.`, and
+    named inputs such as `Input: arr = [...], k = 3` then `Output: ...`), but for four
+    docstrings whose examples are wrong; 146 of the 164 prompts show some."""
     shown = 0
     for p in load("humaneval", "test"):
         found = examples.examples(p.question)
@@ -167,7 +168,51 @@ def test_the_examples_read_are_those_the_docstrings_mean(tool: PythonTool) -> No
         shown += 1
         said = tool.sandbox().run(examples.harness(p.prompt + p.answer, found)).output.strip()
         assert said == examples.ALL_PASS.format(n=len(found)), (p.id, said)
-    assert shown == 124 - len(WRONG_IN_THE_SOURCE)
+    assert shown == 146 - len(WRONG_IN_THE_SOURCE)
+
+
+NAMED_AND_ARROWS = """def _pair(x, y=(1, 2)):
+    return x
+
+
+def window(values, size):
+    \"\"\"The largest sum of `size` neighbours.
+
+    Example 1:
+        Input: values = [1, 5, 2], size = 2
+        Output: 7
+    Example 2:
+        Input: [4], 1
+        Explanation: one window.
+        Output: 4
+    For values = [0, 0], size = 1 the output should be 0.
+    window([3, 3], 1) ==> 3
+    window([2, 9], 2) # => 11
+    assert window([1], 1) => 1
+    total([1, 2]) == 3
+    \"\"\"
+"""
+
+
+def test_examples_written_as_named_inputs_arrows_and_prose_asserts_are_read() -> None:
+    """The ways docstrings write examples beyond doctest lines, each read as the call it
+    stands for: named inputs in the parameters' order become that call, and an example of
+    a function the question does not show (`total`) is no test of this one; a function
+    without a docstring before it (`_pair`) hides nothing."""
+    assert examples.examples(NAMED_AND_ARROWS) == [
+        ("window([3, 3], 1)", "3"),
+        ("window([2, 9], 2)", "11"),
+        ("window([1], 1)", "1"),
+        ("window([1, 5, 2], 2)", "7"),
+        ("window([4], 1)", "4"),
+        ("window([0, 0], 1)", "0"),
+    ]
+    # By keyword where the names are the parameters in another order.
+    swapped = NAMED_AND_ARROWS.replace("values = [1, 5, 2], size = 2", "size = 2, values = [1]")
+    assert ("window(size=2, values=[1])", "7") in examples.examples(swapped)
+    # MBPP's top-level asserts are read once, whole, as before.
+    mbpp = "Write f.\nassert f(1) == 2\nassert f(2) == 4"
+    assert examples.examples(mbpp) == [("assert f(1) == 2", ""), ("assert f(2) == 4", "")]
 
 
 DOUBLE_ASKED = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'

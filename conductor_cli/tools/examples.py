@@ -1,6 +1,7 @@
 """Testing code on the examples a question shows (issue 69): the `test` words of the python
-tool. The examples are what the user can see: doctest lines (`>>> f(2)` then what it gives)
-and `assert` lines in the question and its attachments; a benchmark's hidden tests are never
+tool. The examples are what the user can see: doctest lines (`>>> f(2)` then what it gives),
+`assert` lines, and the ways docstrings write examples in prose (`f(2) ==> 4`, `Input: x = 2`
+then `Output: 4`) in the question and its attachments; a benchmark's hidden tests are never
 in either. The harness runs in the sandbox with the code, and prints one report a model can
 act on: how many passed, and for each that failed its call, what was expected and what came.
 """
@@ -8,6 +9,7 @@ act on: how many passed, and for each that failed its call, what was expected an
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import re
 from dataclasses import dataclass
@@ -36,12 +38,16 @@ MAX_EXAMPLES = 20
 
 
 _DOCSTRING = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
+_DEFINED_NAMES = re.compile(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", re.M)
+_BUILTINS = frozenset(dir(builtins))
 
 
 def examples(text: str) -> list[tuple[str, str]]:
     """(source, want) of each example `text` shows: doctest examples, read from each
     triple-quoted docstring as doctest reads a docstring (want: the output it compares) and
-    from the text itself, then top-level assert lines (want '')."""
+    from the text itself, then examples written in prose (a call and its value; named
+    inputs and an output, for the function whose docstring shows them), then top-level
+    assert lines (want '')."""
     import doctest  # 10 ms; only a test step needs it
     import inspect
 
@@ -60,10 +66,23 @@ def examples(text: str) -> list[tuple[str, str]]:
             pair = (ex.source.rstrip("\n"), ex.want.rstrip("\n"))
             if pair not in found:
                 found.append(pair)
+    documented = _documented(text)
+    # Where the question shows the functions, a prose example calls one of them or a builtin
+    # (a docstring whose example names another function is wrong, not a test to fail).
+    callable_names = {name for name, _, _ in documented} | set(_DEFINED_NAMES.findall(text))
     for part in texts:
         for m in _CALL_LINE.finditer(part):
+            called = m.group(1).split("(", 1)[0]
+            if callable_names and called not in callable_names and called not in _BUILTINS:
+                continue
+            if part is texts[-1] and m.group(0).lstrip().startswith("assert"):
+                continue  # a top-level assert is read whole, as the assert it is (below)
             pair = _call_example(m.group(1), m.group(2))
             if pair is not None and pair not in found:
+                found.append(pair)
+    for name, params, doc in documented:
+        for pair in _named_examples(name, params, doc):
+            if pair not in found:
                 found.append(pair)
     for m in _ASSERT.finditer(text):
         line = m.group(1).strip()
@@ -72,14 +91,79 @@ def examples(text: str) -> list[tuple[str, str]]:
     return found[:MAX_EXAMPLES]
 
 
-# "f(3, 4) == 6.00", "f([1, 2]) => 1", "f(2) ➞ True", "f(148, 412) should return 16.": an
+# "f(3, 4) == 6.00", "f([1, 2]) => 1", "f(2) ==> True", "f(2) # => 'Yes'", "f(148, 412)
+# should return 16.", "assert f(1) => 2" (an assert as prose writes it, not always Python): an
 # example as docstrings write it in prose, where the call's arguments and the value are
 # Python literals (a call of a bare word, `is_happy(a)`, is not one).
 _CALL_LINE = re.compile(
-    r"^[ \t]*([A-Za-z_]\w*\(.*\))[ \t]*"
-    r"(?:==|=>|➞|->|→|=|should return|returns|should be|is)[ \t]+(.+?)[ \t]*\.?[ \t]*$",
+    r"^[ \t]*(?:assert[ \t]+)?([A-Za-z_]\w*\(.*\))[ \t]*(?:#[ \t]*)?"
+    r"(?:==>|-->|==|=>|➞|->|→|=|should return|returns|should be|gives|evaluates to|is)"
+    r"[ \t]+(.+?)[ \t]*\.?[ \t]*$",
     re.M,
 )
+# The examples that name their arguments rather than write a call, read for the function
+# whose docstring shows them: "Input: arr = [1, 2], k = 3" then "Output: 5" (as programming
+# puzzles write them; "Input: 3" too), and "For lst = [1, 2] the output should be 5".
+_INPUT_OUTPUT = re.compile(
+    r"^[ \t]*Input[ \t]*:[ \t]*(.+?)[ \t]*\n(?:.*\n){0,3}?[ \t]*Output[ \t]*:[ \t]*(.+?)[ \t]*$",
+    re.M | re.I,
+)
+_FOR_THE_OUTPUT = re.compile(
+    r"^[ \t]*For[ \t]+(.+?),?[ \t]+the[ \t]+(?:output|result|answer|return value)[ \t]+"
+    r"(?:should be|is|will be)[ \t]+(.+?)[ \t]*\.?[ \t]*$",
+    re.M | re.I,
+)
+# A function and its docstring as a question shows them: the docstring right under the
+# signature (the signature may span lines).
+_DEF_DOC = re.compile(
+    r"^[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(((?:[^()]|\([^()]*\))*)\)[^:\n]*:"
+    r"[ \t]*\n[ \t]*(\"\"\"|\'\'\')(.*?)\3",
+    re.M | re.S,
+)
+
+
+def _documented(text: str) -> list[tuple[str, list[str], str]]:
+    """(name, parameter names, docstring) of each function `text` shows with a docstring."""
+    found = []
+    for m in _DEF_DOC.finditer(text):
+        try:
+            args = ast.parse(f"def f({m.group(2)}): pass").body[0].args  # type: ignore[attr-defined]
+        except (SyntaxError, ValueError):
+            continue
+        params = [a.arg for a in (*args.posonlyargs, *args.args)]
+        found.append((m.group(1), params, m.group(4)))
+    return found
+
+
+def _named_examples(name: str, params: list[str], doc: str) -> list[tuple[str, str]]:
+    """The examples `doc` (the docstring of `name(params)`) shows as named inputs and an
+    output: each made the call it stands for, by keyword where the names are the function's
+    parameters, else in order where as many as its parameters."""
+    found = []
+    pairs = [(m.group(1), m.group(2)) for m in _INPUT_OUTPUT.finditer(doc)]
+    pairs += [(m.group(1), m.group(2)) for m in _FOR_THE_OUTPUT.finditer(doc)]
+    for given, value in pairs:
+        try:
+            call = ast.parse(f"{name}({given})", mode="eval").body
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            continue
+        if not isinstance(call, ast.Call):
+            continue
+        named = [k.arg for k in call.keywords]
+        if named and (call.args or None in named):
+            continue
+        # In order where that is the parameters' order (a writer that renames a parameter
+        # has not failed the example), or where the names are not the parameters' but as
+        # many; by keyword where they are some of the parameters in another order.
+        in_order = named == params[: len(named)]
+        if named and (in_order or (not set(named) <= set(params) and len(named) == len(params))):
+            call = ast.Call(call.func, [k.value for k in call.keywords], [])
+        elif not set(named) <= set(params):
+            continue
+        pair = _call_example(ast.unparse(call), value)
+        if pair is not None:
+            found.append(pair)
+    return found
 
 
 def _call_example(call: str, value: str) -> tuple[str, str] | None:
@@ -88,9 +172,11 @@ def _call_example(call: str, value: str) -> tuple[str, str] | None:
     try:
         tree = ast.parse(call, mode="eval").body
         want = ast.literal_eval(value)
-        if not isinstance(tree, ast.Call) or tree.keywords:
+        if not isinstance(tree, ast.Call):
             return None
-        for arg in tree.args:
+        for arg in (*tree.args, *(k.value for k in tree.keywords)):
+            if isinstance(arg, ast.Starred):
+                return None
             ast.literal_eval(arg)
     except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
         return None
