@@ -319,12 +319,13 @@ def code_modules(code: str, tests: list[TestFile], files: list[str]) -> set[str]
 # The harness: the code is run first (a failure there is reported as such), then each example
 # as doctest would (an expression's repr against `want`, or its printed output), and asserts,
 # then each test of the attached test files. Its data comes in the lines `harness` puts first.
-# The test harness's version in the tool's cache key (python_tool.fingerprint): a report
-# cached under an older harness is not this one's (2: what the code prints as it loads is
-# left out of the report; 3: a load that failed names the code's line, and an assert's left
-# side). Not the tool's behaviour version, which trained rewards are kept under: a program's
-# run is unchanged.
-HARNESS_KEY = ":harness3"
+# The test harness's version, and its reader's, in the tool's cache key
+# (python_tool.fingerprint): a report cached under an older harness or reader is not this
+# one's (2: what the code prints as it loads is left out of the report; 3: a load that failed
+# names the code's line, and an assert's left side; 4: examples written with arrows and named
+# inputs are read, so a question reported as showing none may show some). Not the tool's
+# behaviour version, which trained rewards are kept under: a program's run is unchanged.
+HARNESS_KEY = ":harness4"
 _HARNESS = """
 import ast, contextlib, io, json, math, sys, traceback
 _said = lambda e: "".join(traceback.format_exception_only(type(e), e)).strip()
