@@ -215,6 +215,31 @@ def test_examples_written_as_named_inputs_arrows_and_prose_asserts_are_read() ->
     assert examples.examples(mbpp) == [("assert f(1) == 2", ""), ("assert f(2) == 4", "")]
 
 
+def doc(signature: str, *lines: str) -> str:
+    body = "".join(f"    {line}\n" for line in lines)
+    return f'{signature}\n    """\n{body}    """\n'
+
+
+def test_named_inputs_that_do_not_fit_the_function_are_no_examples() -> None:
+    """An example read wrong makes the tool fail right code and the writer write it again:
+    each of these reads nothing (or only what it means), from a review of the reader."""
+    method = "class Solution:\n" + doc("    def two(self, nums, k):", "Input: nums = [1], k = 2")
+    assert examples.examples(method + "        Output: [0]\n") == []  # a method: no bare call
+    assert examples.examples(doc("def main():", "Input: 5", "Output: 120")) == []
+    assert examples.examples(doc("def f(nums):", "Input: [1, 2], 3", "Output: 4")) == []
+    assert examples.examples(doc("def f(a, k):", "Input: k = 2, b = [1]", "Output: 4")) == []
+    assert examples.examples(doc("def f(a, k):", "Input: k = 2", "Output: 4")) == []
+    unordered = doc("def f(a):", "Return them in any order.", "Input: a = 1", "Output: [1, 2]")
+    assert examples.examples(unordered) == []
+    # An Input without its own Output takes no other example's; an assert's message is none.
+    lone = doc("def f(a):", "Input: a = 1", "Example 2:", "Input: a = 2", "Output: 4")
+    assert examples.examples(lone) == [("f(2)", "4")]
+    said = doc("def f(x):", "assert f(1) == 2, 'f doubles'")
+    assert examples.examples(said) == [("f(1)", "2")]
+    # A long line is read in time proportional to it (it took minutes before the review).
+    assert examples.examples(doc("def f(x):", "f(1) == 1" + " " * 5000 + "x")) == []
+
+
 DOUBLE_ASKED = 'Write double(x).\n\ndef double(x):\n    """\n    >>> double(2)\n    4\n    """'
 
 

@@ -67,17 +67,26 @@ def examples(text: str) -> list[tuple[str, str]]:
             if pair not in found:
                 found.append(pair)
     documented = _documented(text)
-    # Where the question shows the functions, a prose example calls one of them or a builtin
-    # (a docstring whose example names another function is wrong, not a test to fail).
+    # A prose example in a docstring calls a function the question shows or a builtin (a
+    # docstring whose example names another function is wrong, not a test to fail); one in
+    # the question's own prose may name the function it asks for.
     callable_names = {name for name, _, _ in documented} | set(_DEFINED_NAMES.findall(text))
     for part in texts:
-        for m in _CALL_LINE.finditer(part):
-            called = m.group(1).split("(", 1)[0]
-            if callable_names and called not in callable_names and called not in _BUILTINS:
+        in_prose = part is texts[-1]
+        for line in _short_lines(part):
+            m = _CALL_LINE.match(line)
+            if m is None:
                 continue
-            if part is texts[-1] and m.group(0).lstrip().startswith("assert"):
-                continue  # a top-level assert is read whole, as the assert it is (below)
-            pair = _call_example(m.group(1), m.group(2))
+            called = m.group(1).split("(", 1)[0]
+            shown = called in callable_names or called in _BUILTINS
+            if not in_prose and callable_names and not shown:
+                continue
+            if m.group(0).lstrip().startswith("assert"):
+                if in_prose:
+                    continue  # a top-level assert is read whole, as the assert it is (below)
+                pair = _asserted(m.group(1), m.group(2))
+            else:
+                pair = _call_example(m.group(1), _without_stop(m.group(2)))
             if pair is not None and pair not in found:
                 found.append(pair)
     for name, params, doc in documented:
@@ -94,55 +103,118 @@ def examples(text: str) -> list[tuple[str, str]]:
 # "f(3, 4) == 6.00", "f([1, 2]) => 1", "f(2) ==> True", "f(2) # => 'Yes'", "f(148, 412)
 # should return 16.", "assert f(1) => 2" (an assert as prose writes it, not always Python): an
 # example as docstrings write it in prose, where the call's arguments and the value are
-# Python literals (a call of a bare word, `is_happy(a)`, is not one).
+# Python literals (a call of a bare word, `is_happy(a)`, is not one). Matched a line at a
+# time, each part of a line bounded by what cannot start or end the next, so that a long line
+# costs in proportion to its length.
+_VALUE = r"(\S(?:.*\S)?)[ \t]*$"
 _CALL_LINE = re.compile(
-    r"^[ \t]*(?:assert[ \t]+)?([A-Za-z_]\w*\(.*\))[ \t]*(?:#[ \t]*)?"
+    r"[ \t]*(?:assert[ \t]+)?([A-Za-z_]\w*\(.*\))[ \t]*(?:#[ \t]*)?"
     r"(?:==>|-->|==|=>|➞|->|→|=|should return|returns|should be|gives|evaluates to|is)"
-    r"[ \t]+(.+?)[ \t]*\.?[ \t]*$",
-    re.M,
+    r"[ \t]+" + _VALUE
 )
 # The examples that name their arguments rather than write a call, read for the function
 # whose docstring shows them: "Input: arr = [1, 2], k = 3" then "Output: 5" (as programming
-# puzzles write them; "Input: 3" too), and "For lst = [1, 2] the output should be 5".
-_INPUT_OUTPUT = re.compile(
-    r"^[ \t]*Input[ \t]*:[ \t]*(.+?)[ \t]*\n(?:.*\n){0,3}?[ \t]*Output[ \t]*:[ \t]*(.+?)[ \t]*$",
-    re.M | re.I,
-)
+# puzzles write them; "Input: 3" too; an Input line without its own Output is none), and
+# "For lst = [1, 2] the output should be 5".
+_INPUT = re.compile(r"[ \t]*Input[ \t]*:[ \t]*" + _VALUE, re.I)
+_OUTPUT = re.compile(r"[ \t]*Output[ \t]*:[ \t]*" + _VALUE, re.I)
 _FOR_THE_OUTPUT = re.compile(
-    r"^[ \t]*For[ \t]+(.+?),?[ \t]+the[ \t]+(?:output|result|answer|return value)[ \t]+"
-    r"(?:should be|is|will be)[ \t]+(.+?)[ \t]*\.?[ \t]*$",
-    re.M | re.I,
+    r"[ \t]*For[ \t]+(\S[^,]*(?:,[ \t]*\S[^,]*)*?),?[ \t]+the[ \t]+"
+    r"(?:output|result|answer|return value)[ \t]+(?:should be|is|will be)[ \t]+" + _VALUE,
+    re.I,
 )
+# Longer lines are data, not an example written in prose (and the patterns above stay cheap).
+MAX_LINE = 2000
 # A function and its docstring as a question shows them: the docstring right under the
-# signature (the signature may span lines).
+# signature (the signature may span lines). Top-level functions only: a method is called on
+# its object, not by its bare name.
 _DEF_DOC = re.compile(
-    r"^[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(((?:[^()]|\([^()]*\))*)\)[^:\n]*:"
+    r"^(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)[ \t]*\(((?:[^()]|\([^()]*\))*)\)[^:\n]*:"
     r"[ \t]*\n[ \t]*(\"\"\"|\'\'\')(.*?)\3",
     re.M | re.S,
 )
 
 
-def _documented(text: str) -> list[tuple[str, list[str], str]]:
-    """(name, parameter names, docstring) of each function `text` shows with a docstring."""
+def _short_lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if len(line) <= MAX_LINE]
+
+
+def _without_stop(value: str) -> str:
+    """A value as prose ends it: "should return 16." is 16 (6.00 stays 6.00)."""
+    return value[:-1].rstrip() if value.endswith(".") else value
+
+
+def _asserted(call: str, rest: str) -> tuple[str, str] | None:
+    """`assert f(1) == 2, "why"` as the example f(1) giving 2 (its message is no value)."""
+    try:
+        node = ast.parse(f"assert {call} == {rest}").body[0]
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return _call_example(call, _without_stop(rest))
+    assert isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
+    return _call_example(call, ast.unparse(node.test.comparators[0]))
+
+
+@dataclass(frozen=True)
+class _Signature:
+    """What a function takes, from its `def` line: its positional parameters, how many of
+    them are required, and whether it takes more (`*args`)."""
+
+    params: tuple[str, ...]
+    required: int
+    more: bool
+
+    def takes(self, count: int) -> bool:
+        return self.required <= count and (self.more or count <= len(self.params))
+
+
+def _documented(text: str) -> list[tuple[str, _Signature, str]]:
+    """(name, signature, docstring) of each top-level function `text` shows with a docstring."""
     found = []
     for m in _DEF_DOC.finditer(text):
         try:
             args = ast.parse(f"def f({m.group(2)}): pass").body[0].args  # type: ignore[attr-defined]
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
             continue
-        params = [a.arg for a in (*args.posonlyargs, *args.args)]
-        found.append((m.group(1), params, m.group(4)))
+        params = tuple(a.arg for a in (*args.posonlyargs, *args.args))
+        required = len(params) - len(args.defaults)
+        if any(d is None for d in args.kw_defaults):
+            continue  # a keyword-only parameter without a default: no call by position
+        signature = _Signature(params, required, args.vararg is not None)
+        found.append((m.group(1), signature, m.group(4)))
     return found
 
 
-def _named_examples(name: str, params: list[str], doc: str) -> list[tuple[str, str]]:
-    """The examples `doc` (the docstring of `name(params)`) shows as named inputs and an
-    output: each made the call it stands for, by keyword where the names are the function's
-    parameters, else in order where as many as its parameters."""
+def _named_pairs(doc: str) -> list[tuple[str, str]]:
+    """(given inputs, output) of each named example of `doc` (see _INPUT)."""
+    pairs: list[tuple[str, str]] = []
+    lines = _short_lines(doc)
+    for i, line in enumerate(lines):
+        given = _INPUT.match(line)
+        if given is not None:
+            for later in lines[i + 1 : i + 5]:
+                if _INPUT.match(later):
+                    break
+                out = _OUTPUT.match(later)
+                if out is not None:
+                    pairs.append((given.group(1), out.group(1)))
+                    break
+        m = _FOR_THE_OUTPUT.match(line)
+        if m is not None:
+            pairs.append((m.group(1), _without_stop(m.group(2))))
+    return pairs
+
+
+def _named_examples(name: str, signature: _Signature, doc: str) -> list[tuple[str, str]]:
+    """The examples `doc` (the docstring of `name`) shows as named inputs and an output, each
+    made the call it stands for: in order where the names are the parameters' own in their
+    order (a writer that renames a parameter has not failed the example) or where none is a
+    parameter's name; by keyword where they are parameters in another order; never where the
+    call does not fit the function, nor where the docstring takes the output in any order."""
+    if re.search(r"\bany order\b", doc, re.I):
+        return []
     found = []
-    pairs = [(m.group(1), m.group(2)) for m in _INPUT_OUTPUT.finditer(doc)]
-    pairs += [(m.group(1), m.group(2)) for m in _FOR_THE_OUTPUT.finditer(doc)]
-    for given, value in pairs:
+    params = signature.params
+    for given, value in _named_pairs(doc):
         try:
             call = ast.parse(f"{name}({given})", mode="eval").body
         except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -152,13 +224,11 @@ def _named_examples(name: str, params: list[str], doc: str) -> list[tuple[str, s
         named = [k.arg for k in call.keywords]
         if named and (call.args or None in named):
             continue
-        # In order where that is the parameters' order (a writer that renames a parameter
-        # has not failed the example), or where the names are not the parameters' but as
-        # many; by keyword where they are some of the parameters in another order.
-        in_order = named == params[: len(named)]
-        if named and (in_order or (not set(named) <= set(params) and len(named) == len(params))):
-            call = ast.Call(call.func, [k.value for k in call.keywords], [])
-        elif not set(named) <= set(params):
+        if named == list(params[: len(named)]) or not set(named) & set(params):
+            call = ast.Call(call.func, [*call.args, *(k.value for k in call.keywords)], [])
+            if not signature.takes(len(call.args)):
+                continue
+        elif not set(params[: signature.required]) <= set(named) <= set(params):
             continue
         pair = _call_example(ast.unparse(call), value)
         if pair is not None:
