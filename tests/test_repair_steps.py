@@ -236,6 +236,8 @@ def test_named_inputs_that_do_not_fit_the_function_are_no_examples() -> None:
     assert examples.examples(lone) == [("f(2)", "4")]
     said = doc("def f(x):", "assert f(1) == 2, 'f doubles'")
     assert examples.examples(said) == [("f(1)", "2")]
+    both = doc("def f(x):", "assert f(1) == 2 and f(2) == 4")  # no single call: none read
+    assert examples.examples(both) == []
     # A long line is read in time proportional to it (it took minutes before the review).
     assert examples.examples(doc("def f(x):", "f(1) == 1" + " " * 5000 + "x")) == []
 

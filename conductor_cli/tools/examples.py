@@ -38,7 +38,7 @@ MAX_EXAMPLES = 20
 
 
 _DOCSTRING = re.compile(r'("""|\'\'\')(.*?)\1', re.S)
-_DEFINED_NAMES = re.compile(r"^[ \t]*(?:def|class)[ \t]+([A-Za-z_]\w*)", re.M)
+_DEFINED_NAMES = re.compile(r"^[ \t]*(?:(?:async[ \t]+)?def|class)[ \t]+([A-Za-z_]\w*)", re.M)
 _BUILTINS = frozenset(dir(builtins))
 
 
@@ -70,7 +70,7 @@ def examples(text: str) -> list[tuple[str, str]]:
     # A prose example in a docstring calls a function the question shows or a builtin (a
     # docstring whose example names another function is wrong, not a test to fail); one in
     # the question's own prose may name the function it asks for.
-    callable_names = {name for name, _, _ in documented} | set(_DEFINED_NAMES.findall(text))
+    callable_names = set(_DEFINED_NAMES.findall(text))
     for part in texts:
         in_prose = part is texts[-1]
         for line in _short_lines(part):
@@ -150,8 +150,10 @@ def _asserted(call: str, rest: str) -> tuple[str, str] | None:
         node = ast.parse(f"assert {call} == {rest}").body[0]
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return _call_example(call, _without_stop(rest))
-    assert isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare)
-    return _call_example(call, ast.unparse(node.test.comparators[0]))
+    test = node.test if isinstance(node, ast.Assert) else None
+    if not isinstance(test, ast.Compare) or len(test.comparators) != 1:
+        return None  # `assert f(1) == 2 and f(2) == 4`: not one call and its value
+    return _call_example(call, ast.unparse(test.comparators[0]))
 
 
 @dataclass(frozen=True)
@@ -237,8 +239,6 @@ def _named_examples(name: str, signature: _Signature, doc: str) -> list[tuple[st
 
 
 def _call_example(call: str, value: str) -> tuple[str, str] | None:
-    import ast
-
     try:
         tree = ast.parse(call, mode="eval").body
         want = ast.literal_eval(value)
