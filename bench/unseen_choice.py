@@ -44,7 +44,8 @@ from conductor_cli.runtime import Runtime
 from conductor_cli.storage.cache import CacheMode
 
 # BIG-bench multiple-choice kinds neither trained on by the shipped head (ARC, object
-# counting, date understanding, ...) nor among the eight withheld kinds it reports.
+# counting, date understanding, ...) nor among the eight withheld kinds it reports (seven are
+# among train_public.py's BREADTH, whose head did not ship).
 KINDS = (
     "bbh:disambiguation_qa",
     "bbh:snarks",
