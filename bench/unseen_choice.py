@@ -19,7 +19,7 @@ question): a multiple-choice question the team answers with a model alone is tol
 `answer_short` if, pooled over those 99 and the training items of the choice kinds the head
 trained on or that no table reports (`--kinds arc-challenge+bbh:date_understanding+mmlu
 --each 12`), `coder_short` minus `coder` is at least -0.03; else the words stay.
-Outcome: 133 questions pooled (MMLU's last two not run, the outcome settled), the coder 49,
+Outcome: 134 questions pooled (MMLU's last not run, the outcome settled), the coder 49,
 `coder_short` 37, -0.090: the words stay (README, "A rule tried for such questions").
 """
 
