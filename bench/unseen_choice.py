@@ -3,7 +3,7 @@ item 4)? Measured on the TRAINING split of BIG-bench kinds that are neither the 
 training kinds nor the eight kinds its leave-kinds-out table reports, so nothing here is
 chosen on a reported item or kind.
 
-    .venv/bin/python bench/unseen_choice.py --each 8 --seed 0 [--out FILE]
+    .venv/bin/python bench/unseen_choice.py [--each 10] [--seed 0] [--kinds A+B] [--out FILE]
 
 Per question, each one-step workflow on the embedded default's workers (nothing simulated):
 - `coder`: the coder told "Answer the question." (what the shipped head plans for such a
@@ -32,7 +32,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import paired, wilson, write_rows
+from _common import paired, wilson
 
 from conductor_cli.api import NO_TRACE, RunOptions, execute
 from conductor_cli.config.settings import load_config
@@ -67,18 +67,15 @@ ARMS = {
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--each", type=int, default=8)
+    ap.add_argument("--each", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--kinds", default="+".join(KINDS))
     ap.add_argument("--out", type=Path, default=Path("bench/results/unseen_choice_train.jsonl"))
     args = ap.parse_args()
     config = load_config(None)
     runtime = Runtime(config)
-    rows: list[dict] = []
-    done = set()
-    if args.out.exists():
-        rows = [json.loads(line) for line in args.out.read_text().splitlines() if line]
-        done = {(r["id"], r["arm"]) for r in rows}
+    rows = read_rows(args.out)
+    done = {(r["id"], r["arm"]) for r in rows}
     for kind in args.kinds.split("+"):
         problems = load(kind, "train")
         random.Random(args.seed).shuffle(problems)
@@ -108,9 +105,21 @@ def main() -> None:
                         "reply": run.answer[-300:],
                     }
                 )
-                write_rows(rows, args.out)
+                with args.out.open("a", encoding="utf-8") as f:  # one whole line a row
+                    f.write(json.dumps(rows[-1]) + "\n")
                 print(kind, p.id, arm, letter, ok, rows[-1]["seconds"], flush=True)
     summarize(rows)
+
+
+def read_rows(path: Path) -> list[dict]:
+    """The rows an earlier run stored (a line torn by Ctrl-C is skipped and measured again)."""
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else ():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
 
 
 def summarize(rows: list[dict]) -> None:
