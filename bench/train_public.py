@@ -20,10 +20,13 @@ Then `conductor train` with the head method in process, as `--shapes` (SHAPES be
 keep the words the rewards were measured with), the trained conductor saved under ROOT/data
 as `--out`. Run alone on an idle machine (llama.cpp).
 
-Breadth (issue 68): `--breadth K` adds K training items of each of BREADTH's 36 BIG-bench
-tasks (conductor's training split); WITHHELD's eight kinds are never read here (their test
-items are the leave-kinds-out proof). With 12 kinds or more the head's fit is validated on
-whole kinds withheld and weighs reading the question bare (docs/train.md, step 4).
+`--also bbh:qa_wikidata` adds `--each` training items of more public sets (issue 68: short
+facts ending in the "Answer:" line, as NQ-open's test items do, where no trained kind had that
+line but programs'). Breadth (issue 68): `--breadth K` adds K training items of each of
+BREADTH's 36 BIG-bench tasks (conductor's training split); WITHHELD's eight kinds are never
+read here (their test items are the leave-kinds-out proof). With 12 kinds or more the head's
+fit is validated on whole kinds withheld and weighs its readings of the question (the prompt,
+the question bare, the coder's embedding of it: docs/train.md, step 4).
 `--round-robin --max-calls N` orders the questions a kind at a time, so a budget that stops
 the measuring has measured every kind alike (the runs not bought are estimated from like
 questions, as the adaptive search does).
@@ -291,6 +294,12 @@ def main() -> None:
         "--more", default="arc-challenge=24", help="sets drawn more than --each: NAME=N,..."
     )
     parser.add_argument(
+        "--also",
+        default="",
+        help="more public sets with a training split, --each items each: NAME+NAME (issue 68: "
+        "bbh:qa_wikidata, short facts that end in the Answer line as NQ-open's do)",
+    )
+    parser.add_argument(
         "--team-kinds",
         action="store_true",
         help="also the training half of `bench/prove_team.py --coder 1.5b --trivia --each 12` "
@@ -332,7 +341,7 @@ def main() -> None:
     own = write_rows(rows, args.root / "own.jsonl")
     problems = load_dataset("mixed", own, "numeric")
     more = dict(part.split("=") for part in args.more.split(",") if part)
-    for name in PUBLIC:
+    for name in PUBLIC + tuple(n for n in args.also.split("+") if n):
         n = int(more.get(name, args.each))
         drawn = select(load_dataset(name, None, split="train"), sample=n, seed=args.seed)
         problems += [p for p in drawn]

@@ -1,8 +1,10 @@
 """A training of many kinds (train/head_fit.KINDS_OUT or more): the head's fit is validated on
 whole kinds withheld, and the features that read the question bare (its format line cut) are
-weighed against those of the planning prompt as asked, the better kept. Real llama.cpp hidden
-states, the real engine, cache and CLI; the workers are a SIMULATION
-(testing/simulated_pool.py) whose skills split the kinds between two members."""
+weighed against those of the planning prompt as asked and against the pool's largest local
+model's embedding of the bare question (train/head_reads.py), the best kept. Real llama.cpp
+hidden states (SmolLM2's, as the conductor and as a pool member), the real engine,
+cache and CLI; the workers that answer are a SIMULATION (testing/simulated_pool.py) whose
+skills split the kinds between two members."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conductor_cli.models.catalog import load_catalog
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.registry import conductors_dir
 from conductor_cli.testing.simulated_pool import SimulatedPool, make_questions
@@ -41,6 +44,15 @@ def test_a_broad_training_withholds_kinds_and_keeps_the_features_that_carry(
 ) -> None:
     assert len(KINDS) >= KINDS_OUT
     config, data = simulation.files(tmp_path, with_kinds=True)
+    # A local model in the pool: its embedding of the bare question is the third reading.
+    # Measured alone as every member is, one token an answer (wrong, and quick: the simulated
+    # members are what the head learns to tell apart).
+    config.write_text(
+        config.read_text(encoding="utf-8")
+        + '\n[[workers]]\nname = "small"\nmodel = "gguf:smollm2-135m-instruct"\n'
+        + "max_tokens = 1\n",
+        encoding="utf-8",
+    )
     proc = run_cli(
         "train", "qa", str(data), "--config", str(config), "--out", "broad", "--json",
         "--holdout", "0", "--generations", "10", "--repeats", "1", "--search", "all",
@@ -50,11 +62,15 @@ def test_a_broad_training_withholds_kinds_and_keeps_the_features_that_carry(
     record = json.loads(proc.stdout)
     assert record["fit"]["withheld"] == "questions and kinds"
     compared = record["features_compared"]
-    assert set(compared) == {"prompt", "question", "chosen"}
-    for reads in ("prompt", "question"):
+    assert set(compared) == {"prompt", "question", "embedding", "chosen", "embedder"}
+    assert compared["embedder"] == "smollm2-135m-instruct"
+    for reads in ("prompt", "question", "embedding"):
         assert 0.5 <= compared[reads]["held_out_reward"] <= 1.0, compared
     head = Head.load(conductors_dir() / "broad" / "head.json")
     assert head.reads == compared["chosen"]
+    if head.reads == "embedding":  # pinned to the file it read
+        assert head.embedder == "smollm2-135m-instruct"
+        assert head.embedder_sha256 == load_catalog().get(head.embedder).sha256
     # The kept head earns more on its training questions than any one shape for all (each
     # member is right on half the kinds: the head must tell them apart to).
     table = record["reward_table"]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from conductor_cli.config.settings import ConductorSettings, WorkerConfig
-from conductor_cli.errors import WorkflowError
+from conductor_cli.errors import ModelError, WorkflowError
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
 from conductor_cli.policy.features import PromptFeatures
 from conductor_cli.policy.head import Head, read_head
@@ -41,6 +41,20 @@ def read_as(
     )
 
 
+def embedder_path(head: Head, where: Path) -> Path:
+    """The GGUF a head that reads "embedding" embeds questions with: the file it was trained
+    with, checked by its sha256 (a catalog model's is the catalog's)."""
+    from conductor_cli.models.catalog import load_catalog, resolve_gguf
+
+    resolved = resolve_gguf(head.embedder, load_catalog(), f"{where}: its embedder")
+    if resolved.sha256() != head.embedder_sha256:
+        raise ModelError(
+            f"{where}: its embedder {head.embedder!r} ({resolved.path}) is not the file it was "
+            "trained with (another sha256); train it again"
+        )
+    return resolved.path
+
+
 def load_head(path: Path) -> Head | StepHead:
     """The trained head in `path`: a shape head, or a step policy ("kind": "step-head")."""
 
@@ -59,8 +73,11 @@ class HeadChooser:
         round_head: Head | None = None,
         notes: tuple[str, ...] = (),
         familiar: tuple[Familiar, QuestionEmbedder] | None = None,
+        embedder: QuestionEmbedder | None = None,
     ) -> None:
         self.head = head
+        # A head that reads "embedding": the model that embeds the bare question.
+        self.embedder = embedder
         # A question unlike the training questions goes to the member that earned most alone.
         self.familiar = familiar
         # Said with every answer it plans (`ask`, `serve`, `eval`): workers it never measured.
@@ -117,7 +134,13 @@ class HeadChooser:
                 Familiar.load(trained.familiar_path),
                 QuestionEmbedder(base, n_threads=settings.n_threads),
             )
-        return cls(head, features, tasks, round_head, (note,) if note else (), familiar)
+        embedder = None
+        if getattr(head, "reads", "prompt") == "embedding":
+            assert isinstance(head, Head)
+            path = embedder_path(head, trained.head_path)
+            embedder = QuestionEmbedder(path, n_threads=settings.n_threads)
+        notes = (note,) if note else ()
+        return cls(head, features, tasks, round_head, notes, familiar, embedder)
 
     def knows(self, question: str) -> bool:
         """Whether `question` is like the training questions (True without a familiarity)."""
@@ -131,6 +154,10 @@ class HeadChooser:
             assert self.familiar is not None
             return self.familiar[0].fallback
         reads = getattr(self.head, "reads", "prompt")  # a step head reads the prompt
+        if reads == "embedding":
+            if self.embedder is None:
+                raise WorkflowError("a head that reads an embedding was given no embedder")
+            return self.head.choose(self.embedder(question))
         return self.head.choose(self.features(read_as(reads, messages, question)))
 
     def grammar(self, messages: tuple[dict[str, str], ...], question: str) -> str:
@@ -154,3 +181,5 @@ class HeadChooser:
         self.features.close()
         if self.familiar is not None:
             self.familiar[1].close()
+        if self.embedder is not None:
+            self.embedder.close()

@@ -18,7 +18,7 @@ from conductor_cli.errors import ModelError
 from conductor_cli.policy.shapes import Shape
 
 PCA_DIMS = 16
-READS = ("prompt", "question")
+READS = ("prompt", "question", "embedding")
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,10 @@ class Head:
     # What its features read: the planning prompt as asked ("prompt"), or with the question
     # bare, its set's format line cut ("question": problems.bare_question).
     reads: str = "prompt"
+    # reads "embedding": the GGUF that embeds the question (a catalog name or a path) and its
+    # sha256 (another file gives other numbers: the head refuses it).
+    embedder: str = ""
+    embedder_sha256: str = ""
 
     def project(self, features: np.ndarray) -> np.ndarray:
         return project(self.mean, self.scale, self.components, features)
@@ -58,11 +62,19 @@ class Head:
             "weights": self.weights.tolist(),
             "shapes": [s.to_dict() for s in self.shapes],
             **({"reads": self.reads} if self.reads != "prompt" else {}),
+            **(
+                {"embedder": {"model": self.embedder, "sha256": self.embedder_sha256}}
+                if self.embedder
+                else {}
+            ),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Head:
         shapes = tuple(Shape.from_dict(s) for s in d["shapes"])
+        embedder = d.get("embedder") or {}
+        if not isinstance(embedder, dict):
+            raise TypeError("embedder must be an object with model and sha256")
         head = cls(
             np.asarray(d["mean"], dtype=np.float64),
             np.asarray(d["scale"], dtype=np.float64),
@@ -70,9 +82,13 @@ class Head:
             np.asarray(d["weights"], dtype=np.float64),
             shapes,
             str(d.get("reads", "prompt")),
+            str(embedder.get("model", "")),
+            str(embedder.get("sha256", "")),
         )
         if head.reads not in READS:
             raise ValueError(f"reads {head.reads!r} is none of {', '.join(READS)}")
+        if (head.reads == "embedding") != bool(head.embedder and head.embedder_sha256):
+            raise ValueError("reads embedding goes with an embedder's model and sha256, only")
         k, dims = head.components.shape
         if head.mean.shape != (dims,) or head.scale.shape != (dims,):
             raise ValueError("mean and scale must match the components' width")

@@ -51,6 +51,7 @@ from conductor_cli.policy.step_head import plan as plan_steps
 from conductor_cli.run.budget import Budget
 from conductor_cli.run.planner import plan_messages, worker_infos
 from conductor_cli.runtime import CONDUCTOR_LABEL, worker_pricing
+from conductor_cli.train import head_reads
 from conductor_cli.train.adaptive import search
 from conductor_cli.train.explore import Observations, estimates, neighbours, pooled
 from conductor_cli.train.familiar_fit import fit_familiar, too_few_kinds
@@ -498,9 +499,35 @@ class _HeadTraining:
         return spent
 
     def project(self, base: Path, reads: str = "prompt") -> tuple[Head, np.ndarray]:
-        """The conductor's hidden state for each training question, reduced by PCA: the
-        untrained head (zero weights) and the questions as its inputs. `reads` "question": of
-        the planning prompt with each question bare (its set's format line cut)."""
+        """The question as the head reads it (train/head_reads.py), reduced by PCA: the
+        untrained head (zero weights) and the questions as its inputs. `reads` "prompt": the
+        conductor's hidden state after the planning prompt; "question": the same with each
+        question bare (its set's format line cut); "embedding": the mean state of the pool's
+        largest local model over the bare question."""
+        c, training = self.config.conductor, self.setup.training
+        embedder, embedder_sha = "", ""
+        if reads == "embedding":
+            model = head_reads.embedder(self.config)
+            if model is None:
+                raise InputError("no local model in the pool to embed the questions")
+            embedder, embedder_sha = model.spec, model.sha256()
+            embed = QuestionEmbedder(model.path, n_threads=c.n_threads)
+            try:
+                x = embed.many([p.question for p in training]).astype(np.float64)
+            finally:
+                embed.close()
+            self.on_progress(Progress("features", len(training), len(training)))
+        else:
+            x = self._prompt_states(base, reads)
+        mean, scale, components = fit_pca(x, self.options.head.pca_dims)
+        zeros = np.zeros((components.shape[0] + 1, len(self.setup.shapes)))
+        head0 = Head(
+            mean, scale, components, zeros, tuple(self.setup.shapes), reads, embedder,
+            embedder_sha,
+        )  # fmt: skip
+        return head0, head0.project(x)
+
+    def _prompt_states(self, base: Path, reads: str) -> np.ndarray:
         c, training = self.config.conductor, self.setup.training
         infos = worker_infos(self.config.workers)
         self.features = PromptFeatures(
@@ -514,11 +541,7 @@ class _HeadTraining:
             self.on_progress(Progress("features", i + 1, len(training)))
         self.features.close()
         self.features = None
-        x = np.stack(hidden).astype(np.float64)
-        mean, scale, components = fit_pca(x, self.options.head.pca_dims)
-        zeros = np.zeros((components.shape[0] + 1, len(self.setup.shapes)))
-        head0 = Head(mean, scale, components, zeros, tuple(self.setup.shapes), reads)
-        return head0, head0.project(x)
+        return np.stack(hidden).astype(np.float64)
 
     def familiarity(
         self, base: Path, inputs: np.ndarray, table: np.ndarray, fitted: _Fitted
@@ -619,15 +642,6 @@ class _HeadTraining:
         if self.features is not None:
             self.features.close()
         self.runner.close()
-
-
-def _better(a: dict[str, float], b: dict[str, float]) -> bool:
-    """Whether validation scores `a` at least as well as `b`: fewer kinds given away, then as
-    much held-out reward (a tie goes to `a`, the features that cannot key on a format line)."""
-    return (a["kinds_given_away"], -a["held_out_reward"]) <= (
-        b["kinds_given_away"],
-        -b["held_out_reward"],
-    )
 
 
 def _target(shapes: Sequence[Shape], table: np.ndarray, step_cost: float) -> np.ndarray:
@@ -797,24 +811,26 @@ def _learn_words(
 
 def _compare_reads(
     job: _HeadTraining, base: Path, table: np.ndarray, inputs: Any, fitted: Any
-) -> tuple[Any, Any, dict[str, Any]]:
-    """Many kinds: the fit is scored on kinds it never trained on, so it can also say whether
-    the question bare (its set's format line cut) carries to a new kind better than the whole
-    prompt. The inputs and fit kept, and what each view validated."""
-    head0_q, inputs_q = job.project(base, reads="question")
-    fitted_q = job.fit(head0_q, inputs_q, table, None)
-    compared: dict[str, Any] = {
-        reads: {
-            "held_out_reward": round(f.choice.held_out[f.choice.chosen], 4),
-            "kinds_given_away": len(f.choice.given_away[f.choice.chosen]),
-        }
-        for reads, f in (("prompt", fitted), ("question", fitted_q))
-        if f.choice is not None
-    }
-    if len(compared) == 2 and _better(compared["question"], compared["prompt"]):
-        inputs, fitted = inputs_q, fitted_q
-    compared["chosen"] = fitted.head.reads if isinstance(fitted.head, Head) else "prompt"
-    return inputs, fitted, compared
+) -> tuple[Any, Any, dict[str, Any] | None]:
+    """Many kinds: the fit is scored on kinds it never trained on, so it can also say which
+    reading of the question carries to a new kind best (train/head_reads.py). The inputs and
+    fit kept, and what each reading validated."""
+    first = head_reads.reading("prompt", inputs, fitted)
+    if first is None:
+        return inputs, fitted, None
+
+    def fit_reading(reads: str) -> head_reads.Reading | None:
+        head0, projected = job.project(base, reads=reads)
+        return head_reads.reading(reads, projected, job.fit(head0, projected, table, None))
+
+    others = ["question"]
+    model = head_reads.embedder(job.config)
+    if model is not None:
+        others.append("embedding")
+    kept, compared = head_reads.compare(first, others, fit_reading)
+    if model is not None:
+        compared["embedder"] = model.spec
+    return kept.inputs, kept.fitted, compared
 
 
 def _record(
