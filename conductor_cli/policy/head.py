@@ -29,7 +29,8 @@ class Head:
     weights: np.ndarray  # (k + 1, S): a bias row, then one row per component
     shapes: tuple[Shape, ...]
     # What its features read: the planning prompt as asked ("prompt"), or with the question
-    # bare, its set's format line cut ("question": problems.bare_question).
+    # bare, its set's format line cut ("question": problems.bare_question), or the bare
+    # question's mean state from `embedder` ("embedding").
     reads: str = "prompt"
     # reads "embedding": the GGUF that embeds the question (a catalog name or a path) and its
     # sha256 (another file gives other numbers: the head refuses it).
