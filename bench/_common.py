@@ -174,15 +174,21 @@ def paired(a: list[bool], b: list[bool]) -> dict[str, float]:
     return {"difference": round(mean, 4), "low": low, "high": high}
 
 
-def stored_results(data_dir: Path) -> list[dict]:
+def read_jsonl(path: Path) -> list[dict]:
+    """The rows of a JSON-lines file (none if it is absent); a line torn by Ctrl-C is skipped,
+    so what it held is measured again."""
     rows: list[dict] = []
-    for path in sorted((data_dir / "evals").glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else ():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
     return rows
+
+
+def stored_results(data_dir: Path) -> list[dict]:
+    paths = sorted((data_dir / "evals").glob("*.jsonl"))
+    return [row for path in paths for row in read_jsonl(path)]
 
 
 def split_by_kind(

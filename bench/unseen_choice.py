@@ -32,7 +32,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import paired, wilson
+from _common import paired, read_jsonl, wilson
 
 from conductor_cli.api import NO_TRACE, RunOptions, execute
 from conductor_cli.config.settings import load_config
@@ -74,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     config = load_config(None)
     runtime = Runtime(config)
-    rows = read_rows(args.out)
+    rows = read_jsonl(args.out)
     done = {(r["id"], r["arm"]) for r in rows}
     for kind in args.kinds.split("+"):
         problems = load(kind, "train")
@@ -109,17 +109,6 @@ def main() -> None:
                     f.write(json.dumps(rows[-1]) + "\n")
                 print(kind, p.id, arm, letter, ok, rows[-1]["seconds"], flush=True)
     summarize(rows)
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The rows an earlier run stored (a line torn by Ctrl-C is skipped and measured again)."""
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else ():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def summarize(rows: list[dict]) -> None:
