@@ -31,7 +31,7 @@ from conductor_cli.config.settings import MAX_ROUNDS_LIMIT, Config
 from conductor_cli.errors import InputError
 from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.evals.records import Problem
-from conductor_cli.models.catalog import file_sha256
+from conductor_cli.models.catalog import ResolvedModel, file_sha256
 from conductor_cli.policy import registry
 from conductor_cli.policy.chooser import TASKS, read_as
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
@@ -498,16 +498,17 @@ class _HeadTraining:
         self.spent = spent
         return spent
 
-    def project(self, base: Path, reads: str = "prompt") -> tuple[Head, np.ndarray]:
+    def project(
+        self, base: Path, reads: str = "prompt", model: ResolvedModel | None = None
+    ) -> tuple[Head, np.ndarray]:
         """The question as the head reads it (train/head_reads.py), reduced by PCA: the
         untrained head (zero weights) and the questions as its inputs. `reads` "prompt": the
         conductor's hidden state after the planning prompt; "question": the same with each
-        question bare (its set's format line cut); "embedding": the mean state of the pool's
-        largest local model over the bare question."""
+        question bare (its set's format line cut); "embedding": the mean state of `model` (the
+        pool's largest local model, head_reads.embedder) over the bare question."""
         c, training = self.config.conductor, self.setup.training
         embedder, embedder_sha = "", ""
         if reads == "embedding":
-            model = head_reads.embedder(self.config)
             if model is None:
                 raise InputError("no local model in the pool to embed the questions")
             embedder, embedder_sha = model.spec, model.sha256()
@@ -819,12 +820,13 @@ def _compare_reads(
     if first is None:
         return inputs, fitted, None
 
+    model = head_reads.embedder(job.config)
+
     def fit_reading(reads: str) -> head_reads.Reading | None:
-        head0, projected = job.project(base, reads=reads)
+        head0, projected = job.project(base, reads, model)
         return head_reads.reading(reads, projected, job.fit(head0, projected, table, None))
 
     others = ["question"]
-    model = head_reads.embedder(job.config)
     if model is not None:
         others.append("embedding")
     kept, compared = head_reads.compare(first, others, fit_reading)
