@@ -36,6 +36,9 @@ def test_the_kept_fit_routes_each_kind_to_the_shape_that_wins_it_on_unseen_quest
     assert np.mean(picks[labels == "facts"] == 0) >= 0.8, picks
     assert np.mean(picks[labels == "sums"] == 2) >= 0.8, picks
     assert fit.kinds["sums"]["held_out_reward"] > fit.kinds["sums"]["best_member_reward"]
+    # Each kind names its best member alone (a column of the table): member 0 on the facts.
+    assert fit.kinds["facts"]["best_member"] == 0
+    assert fit.kinds["facts"]["best_member_reward"] == round(rewards[:30, 0].mean(), 4)
 
 
 def test_no_seed_sends_a_whole_kind_elsewhere() -> None:

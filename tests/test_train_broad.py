@@ -71,7 +71,21 @@ def test_a_broad_training_withholds_kinds_and_keeps_the_features_that_carry(
     if head.reads == "embedding":  # pinned to the file it read
         assert head.embedder == "smollm2-135m-instruct"
         assert head.embedder_sha256 == load_catalog().get(head.embedder).sha256
+    table = record["reward_table"]
+    # Kind by kind, where the head sends the training questions and what it earned on them
+    # unseen beside the kind's best member, named; the summary a person reads says it.
+    picks = table["picks_by_kind"]
+    assert set(picks) == set(KINDS) and all(sum(c.values()) == 2 for c in picks.values())
+    # Each shape's right runs of the measured ones per kind: every shape on both questions, and
+    # the local model's one token never right.
+    right = table["right_by_kind"]
+    assert set(right) == set(KINDS) and all(n == 2 for c in right.values() for _, n in c.values())
+    assert all(c["small"] == [0, 2] for c in right.values()), right
+    kinds = record["fit"]["kinds"]
+    assert {kinds[k]["best_member"] for k in KINDS} <= {"w0", "w1", "small"}
+    assert kinds["words"]["best_member"] == "w0" and kinds["arith"]["best_member"] == "w1"
+    shown = run_cli("models", "info", "broad").stdout
+    assert "  per kind (training questions;" in shown and "    coin: " in shown, shown
     # The kept head earns more on its training questions than any one shape for all (each
     # member is right on half the kinds: the head must tell them apart to).
-    table = record["reward_table"]
     assert table["head_train_reward"] > table["best_fixed_shape_reward"], table

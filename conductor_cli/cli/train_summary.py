@@ -11,8 +11,8 @@ def summary(record: dict[str, Any]) -> str:
     if record.get("dry_run"):
         return f"dry run: no call made; without --dry-run this trains {record['name']}"
     lines = [f"trained conductor {record['name']} (method {record['method']})"]
-    parts = (_reward_lines, _words_lines, _spend_lines, _progress_lines, _round_lines,
-             _held_out_lines)  # fmt: skip
+    parts = (_reward_lines, _kind_lines, _words_lines, _spend_lines, _progress_lines,
+             _round_lines, _held_out_lines)  # fmt: skip
     for part in parts:
         lines += part(record)
     lines += _use_lines(record)
@@ -53,6 +53,34 @@ def _reward_lines(record: dict[str, Any]) -> list[str]:
             f"  worker {worker} failed every call (its workflows scored as wrong): "
             f"check it with `conductor workers test {worker}`"
         )
+    return lines
+
+
+def _kind_lines(record: dict[str, Any]) -> list[str]:
+    """The shape head, kind by kind: where it sends the kind's training questions, and the
+    reward its fit earned on them in the cross-validation (questions it did not see) beside
+    the kind's best member alone; a kind it gives away is said."""
+    fit = record.get("fit") or {}
+    kinds = fit.get("kinds") or {}
+    picks = (record.get("reward_table") or {}).get("picks_by_kind") or {}
+    if not kinds:
+        return []
+    away = set((fit.get("kinds_given_away") or {}).get(fit.get("chosen"), []))
+    withheld = "whole kinds withheld too" if fit.get("withheld") == "questions and kinds" else ""
+    lines = [
+        "  per kind (training questions; the reward the fit earned on those it did not see"
+        + (f", {withheld}" if withheld else "")
+        + ", beside the kind's best member alone):"
+    ]
+    for kind, scores in kinds.items():
+        sent = ", ".join(f"{label} {n}" for label, n in picks.get(kind, {}).items())
+        best = scores.get("best_member_reward")
+        # Records written before a kind's member was named say its reward alone.
+        member = scores.get("best_member") or "its best member"
+        versus = "" if best is None else f" against {member} {best:.3f}"
+        given = ": given away" if kind in away else ""
+        earned = f"{scores['held_out_reward']:.3f}{versus}{given}"
+        lines.append(f"    {kind or '(no kind)'}: {f'{sent}; ' if sent else ''}{earned}")
     return lines
 
 

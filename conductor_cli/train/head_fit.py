@@ -55,7 +55,7 @@ class HeadFit:
     held_out: dict[str, float]  # each fit's mean reward on the questions it did not see
     given_away: dict[str, list[str]]  # each fit's kinds given away in the cross-validation
     folds: int
-    kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # the chosen fit, per kind
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # the chosen fit, per kind
     # what the folds withhold: "questions" (of every kind), "questions and kinds" (both views),
     # or "none" (too few questions for a cross-validation)
     withheld: str = "questions"
@@ -144,11 +144,11 @@ def fit_head(
     per_kind = {
         kind: {
             "held_out_reward": round(float(earned[chosen][labels == kind].mean()), 4),
-            "best_member_reward": (
-                round(floors[kind] + KIND_SLACK, 4) if np.isfinite(floors[kind]) else None
-            ),
+            "best_member_reward": round(reward, 4) if np.isfinite(reward) else None,
+            # the column of that member in the table: the caller names it
+            "best_member": column,
         }
-        for kind in sorted(floors)
+        for kind, (column, reward) in sorted(best_members(rewards, labels, members).items())
     }
     held_out = {name: float(e.mean()) for name, e in earned.items()}
     withheld = "questions and kinds" if by_kind else "questions"
@@ -259,12 +259,22 @@ def member_floors(
 ) -> dict[str, float]:
     """Per kind, the best member alone's mean reward less KIND_SLACK (no floor without
     members: -inf)."""
-    floors = {}
+    best = best_members(rewards, labels, members)
+    return {kind: reward - KIND_SLACK for kind, (_, reward) in best.items()}
+
+
+def best_members(
+    rewards: np.ndarray, labels: np.ndarray, members: Sequence[int]
+) -> dict[str, tuple[int | None, float]]:
+    """Per kind, the column of the member alone with the most mean reward there and that
+    reward (None and -inf without members; the first such member on a tie)."""
+    best: dict[str, tuple[int | None, float]] = {}
     for kind in set(labels.tolist()):
         rows = labels == kind
-        best = max((float(rewards[rows, m].mean()) for m in members), default=-np.inf)
-        floors[kind] = best - KIND_SLACK
-    return floors
+        scored = [(float(rewards[rows, m].mean()), -i, m) for i, m in enumerate(members)]
+        top = max(scored, default=None)
+        best[kind] = (top[2], top[0]) if top else (None, -np.inf)
+    return best
 
 
 def _given_away(earned: np.ndarray, labels: np.ndarray, floors: dict[str, float]) -> list[str]:

@@ -908,9 +908,11 @@ def _record(
             "best_fixed_shape": fixed.label,
             "best_fixed_shape_reward": round(fixed_reward, 4),
             "head_train_reward": round(float(picked.mean()), 4),
+            "picks_by_kind": _picks_by_kind(training, shapes, fitted.picks),
+            "right_by_kind": _right_by_kind(runs, training, shapes, s.repeats),
             "oracle_train_reward": round(float(table.max(axis=1).mean()), 4),
         },
-        **({"fit": fitted.choice.to_dict()} if fitted.choice is not None else {}),
+        **({"fit": _fit_part(fitted.choice, shapes)} if fitted.choice is not None else {}),
         **({"round_table": round_part} if round_part else {}),
         **({"learned_words": extra["words"]} if extra["words"] else {}),
         "familiar": extra["familiar"],
@@ -922,6 +924,53 @@ def _record(
         "device": "cpu (llama.cpp)",
         "wall_seconds": None,
     }
+
+
+def _fit_part(choice: HeadFit, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """The record's `fit`: the chosen fit's per-kind best member named by its shape's label."""
+    part = choice.to_dict()
+    part["kinds"] = {
+        kind: {
+            **scores,
+            "best_member": None
+            if scores.get("best_member") is None
+            else shapes[scores["best_member"]].label,
+        }
+        for kind, scores in part["kinds"].items()
+    }
+    return part
+
+
+def _picks_by_kind(
+    training: Sequence[Problem], shapes: Sequence[Shape], picks: np.ndarray
+) -> dict[str, dict[str, int]]:
+    """How many of each kind's training questions the head sends to each shape, most first."""
+    counts: dict[str, dict[str, int]] = {}
+    for problem, pick in zip(training, picks, strict=True):
+        kind = counts.setdefault(problem.category or "", {})
+        label = shapes[int(pick)].label
+        kind[label] = kind.get(label, 0) + 1
+    return {
+        kind: dict(sorted(c.items(), key=lambda item: -item[1]))
+        for kind, c in sorted(counts.items())
+    }
+
+
+def _right_by_kind(
+    runs: RewardRuns, training: Sequence[Problem], shapes: Sequence[Shape], repeats: int
+) -> dict[str, dict[str, list[int]]]:
+    """Per kind, each shape's [right, measured] runs on the kind's training questions (the
+    adaptive search measures some runs only: those it did are counted)."""
+    table: dict[str, dict[str, list[int]]] = {}
+    for q, s, r in _all_jobs(len(training), len(shapes), repeats):
+        m = runs.get((q, s, r))
+        if m is None:
+            continue
+        kind = table.setdefault(training[q].category or "", {})
+        counts = kind.setdefault(shapes[s].label, [0, 0])
+        counts[0] += int(m.correct)
+        counts[1] += 1
+    return dict(sorted(table.items()))
 
 
 def _all_jobs(questions: int, shapes: int, repeats: int) -> list[Job]:
