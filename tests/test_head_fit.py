@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from conductor_cli.train.head_evolution import evolve
-from conductor_cli.train.head_fit import KIND_SLACK, STRENGTHS, choose, fit_head, member_floors
+from conductor_cli.train.head_fit import (
+    KIND_SLACK,
+    STRENGTHS,
+    best_members,
+    choose,
+    fit_head,
+    member_floors,
+)
 
 
 def _two_kinds(seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -56,7 +63,7 @@ def test_no_seed_sends_a_whole_kind_elsewhere() -> None:
 def test_a_fit_that_gives_a_kind_away_loses_to_one_that_does_not_even_with_more_reward() -> None:
     labels = np.array(["a"] * 4 + ["b"] * 4)
     rewards = np.array([[1, 0.5]] * 4 + [[0.5, 1.0]] * 4)  # member 0 wins "a"
-    floors = member_floors(rewards, labels, [0])
+    floors = member_floors(best_members(rewards, labels, [0]))
     assert floors["a"] == 1 - KIND_SLACK
     earned = {
         "greedy": np.array([0.5, 1, 1, 1, 1, 1, 1, 1]),

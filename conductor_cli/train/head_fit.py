@@ -138,8 +138,8 @@ def fit_head(
                 for name, fit in fits.items():
                     picks = np.argmax(inputs[unseen] @ fit(seen, None), axis=1)
                     earned[name][unseen] += rewards[unseen, picks] / (SPLITS * len(dealers))
-    floors = member_floors(rewards, labels, members)
-    chosen, away = choose(earned, labels, floors)
+    best = best_members(rewards, labels, members)
+    chosen, away = choose(earned, labels, member_floors(best))
     weights = fits[chosen](np.arange(n), on_generation)
     per_kind = {
         kind: {
@@ -148,7 +148,7 @@ def fit_head(
             # the column of that member in the table: the caller names it
             "best_member": column,
         }
-        for kind, (column, reward) in sorted(best_members(rewards, labels, members).items())
+        for kind, (column, reward) in sorted(best.items())
     }
     held_out = {name: float(e.mean()) for name, e in earned.items()}
     withheld = "questions and kinds" if by_kind else "questions"
@@ -254,12 +254,9 @@ def choose(
     return chosen, away
 
 
-def member_floors(
-    rewards: np.ndarray, labels: np.ndarray, members: Sequence[int]
-) -> dict[str, float]:
-    """Per kind, the best member alone's mean reward less KIND_SLACK (no floor without
-    members: -inf)."""
-    best = best_members(rewards, labels, members)
+def member_floors(best: dict[str, tuple[int | None, float]]) -> dict[str, float]:
+    """Per kind, the best member alone's mean reward (best_members) less KIND_SLACK (no floor
+    without members: -inf)."""
     return {kind: reward - KIND_SLACK for kind, (_, reward) in best.items()}
 
 
