@@ -158,6 +158,28 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_folder(tmp_path_factory, "shared-state")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_real_home(
+    tmp_path_factory: pytest.TempPathFactory, shared_state_dir: Path
+) -> Iterator[None]:
+    """Before any fixture of a module or the session runs, conductor's folders point into the
+    run's temporary folder: such a fixture is set up before a test's own home (isolated_home
+    below), and one that found the user's folders wrote there (the prompt states of
+    test_conductor_real's and test_planning_prompt's conductors did, into ~/.cache). pip keeps
+    its own cache where it was: the models' wheels are fetched from it, not downloaded again."""
+    home = tmp_path_factory.mktemp("session-home")
+    patch = pytest.MonkeyPatch()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    patch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or str(cache / "pip"))
+    patch.setenv("CONDUCTOR_STATE_DIR", str(shared_state_dir))
+    for name in ("CONFIG", "DATA", "CACHE"):
+        patch.setenv(f"XDG_{name}_HOME", str(home / name.lower()))
+    for name in ("CONDUCTOR_CONFIG", "CONDUCTOR_DATA_DIR", "CONDUCTOR_CACHE_DIR"):
+        patch.delenv(name, raising=False)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def repack_settled(models_dir: Path, shared_state_dir: Path) -> None:
     """The weight-repacking check (backends/repack_check.py) runs once per machine, and on a CPU

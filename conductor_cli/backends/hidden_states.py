@@ -7,10 +7,19 @@ a chat prompt, decoding only what the context does not already hold) and `knn-ro
 question embeddings (evals/knn.py: every token's state, averaged, many questions a decode).
 The model's own pooling (none) is kept, so every token's state is readable: llama.cpp's MEAN
 pooling would give the same mean but says on stderr that it differs from the model's default.
+
+A prompt's fixed prefix (the planning prompt's instructions and pool, the same for every
+question), when the context does not hold it, is decoded on its own, apart from the rest, and
+its state kept on disk in the prompt-state store (backends/prefix_state.py) when one is given:
+a later process loads it instead of reading ~550 tokens again (3.5-4 s for SmolLM2 on one
+thread of a CPU without weight repacking, measured 2026-12-01). Decoded or loaded, the
+prefix's state is the same bytes and the rest is decoded from the same position: a new
+process gives a question the same vector whether it read the prefix or loaded it.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,16 +27,38 @@ from typing import Any
 import numpy as np
 
 from conductor_cli.backends.hardware import physical_cores
-from conductor_cli.backends.llamacpp import load_llama, prompt_tokens, stderr_note
+from conductor_cli.backends.llamacpp import (
+    MIN_PREFIX_TOKENS,
+    load_llama,
+    prompt_tokens,
+    stderr_note,
+)
+from conductor_cli.backends.prefix_state import PrefixStateStore, state_key
+
+# An embeddings-mode context's state is laid out unlike a completion context's: its own keys.
+_STATE_KIND = "embeddings"
 
 
 class HiddenStates:
     """One GGUF loaded for its hidden states (not thread-safe: a caller holds a lock)."""
 
-    def __init__(self, model: Path, *, n_ctx: int, n_batch: int, n_threads: int = 0) -> None:
+    def __init__(
+        self,
+        model: Path,
+        *,
+        n_ctx: int,
+        n_batch: int,
+        n_threads: int = 0,
+        states: PrefixStateStore | None = None,
+        sha256: str = "",
+    ) -> None:
+        """`states`, `sha256`: where fixed prefixes' states are kept, and the model file's
+        sha256 that names them (both or neither)."""
         import llama_cpp
 
         self.model = model
+        self._states = states if sha256 else None
+        self._sha256 = sha256
         self.n_batch = n_batch
         self._lc = llama_cpp
         self._llama: Any = load_llama(
@@ -53,16 +84,29 @@ class HiddenStates:
     def tokens(self, text: str) -> list[int]:
         return list(self._llama.tokenize(text.encode("utf-8"), add_bos=True))
 
-    def last(self, tokens: list[int]) -> np.ndarray:
+    def last(self, tokens: list[int], fixed: int = 0) -> np.ndarray:
         """The last token's final state (float32). The tokens the context already holds from
-        the previous call are kept, only the rest is decoded."""
-        lc, llama = self._lc, self._llama
+        the previous call are kept, only the rest is decoded. `fixed`: how many leading tokens
+        are a prefix other prompts share: when the context does not hold them, they are
+        loaded from the store or decoded on their own (and saved), then the rest."""
+        fixed = min(fixed, len(tokens) - 1)
         keep = 0
         for a, b in zip(self._held, tokens, strict=False):
             if a != b:
                 break
             keep += 1
         keep = min(keep, len(tokens) - 1)  # decode at least the last token: its state is read
+        if fixed >= MIN_PREFIX_TOKENS and keep < fixed:
+            self._prefix(tokens[:fixed])
+            keep = fixed
+        self._decode(tokens, keep)
+        lc, llama = self._lc, self._llama
+        pointer = lc.llama_get_embeddings_ith(llama.ctx, -1)
+        return np.ctypeslib.as_array(pointer, shape=(self.size,)).astype(np.float32).copy()
+
+    def _decode(self, tokens: list[int], keep: int) -> None:
+        """Decode `tokens` past the first `keep`, which the context holds."""
+        lc, llama = self._lc, self._llama
         lc.llama_memory_seq_rm(lc.llama_get_memory(llama.ctx), 0, keep, -1)
         self._held = tokens[:keep]
         for start in range(keep, len(tokens), self.n_batch):
@@ -72,8 +116,29 @@ class HiddenStates:
             llama._batch.set_batch(chunk, n_past=start, logits_all=True)
             llama._ctx.decode(llama._batch)
             self._held = tokens[: start + len(chunk)]
-        pointer = lc.llama_get_embeddings_ith(llama.ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.size,)).astype(np.float32).copy()
+
+    def _prefix(self, prefix: list[int]) -> None:
+        """Put the state after `prefix` into the context: from the store, or decoded from
+        nothing and then saved there."""
+        lc, llama = self._lc, self._llama
+        key = ""
+        if self._states is not None:
+            build = f"{lc.__version__}+{_STATE_KIND}"
+            key = state_key(self._sha256, build, self.n_ctx, prefix)
+            blob = self._states.load(key, prefix)
+            if blob is not None:
+                lc.llama_memory_clear(lc.llama_get_memory(llama.ctx), True)
+                buffer = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
+                if lc.llama_state_set_data(llama.ctx, buffer, len(blob)) == len(blob):
+                    self._held = list(prefix)
+                    return
+        self._decode(prefix, 0)
+        if self._states is not None:
+            size = lc.llama_state_get_size(llama.ctx)
+            buffer = (ctypes.c_uint8 * size)()
+            written = lc.llama_state_get_data(llama.ctx, buffer, size)
+            if 0 < written <= size:
+                self._states.save(key, prefix, ctypes.string_at(buffer, written))
 
     def means(self, sequences: Sequence[list[int]]) -> list[np.ndarray]:
         """Each sequence's final states averaged over its tokens (float64), several sequences a

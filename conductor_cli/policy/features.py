@@ -4,7 +4,9 @@ The GGUF is loaded a second time in llama.cpp's embeddings mode (no torch); the 
 prompt is decoded and the last token's final hidden state (n_embd numbers, 576 for SmolLM2)
 is read. The planning prompt is mostly the same for every question (instructions and pool):
 the tokens the context already holds are kept and only the rest is decoded, so a question
-costs its own tokens (about 50 ms for SmolLM2 here) instead of the whole prompt (0.8 s).
+costs its own tokens (about 50 ms for SmolLM2 here) instead of the whole prompt (0.8 s); the
+fixed part's state is kept on disk too (backends/hidden_states.py), so a new process does not
+read it again.
 A prompt read once is kept on disk (policy/feature_store.py): read again, in this run or a
 later one, it costs no decode.
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from conductor_cli.backends.hidden_states import HiddenStates
+from conductor_cli.backends.prefix_state import PrefixStateStore
 from conductor_cli.errors import ModelError
 from conductor_cli.models.catalog import file_sha256
 from conductor_cli.policy.feature_store import FeatureStore, features_key
@@ -33,19 +36,28 @@ class PromptFeatures:
     ) -> None:
         """`kept=False`: every prompt decoded, none read from or written to the store."""
         self.model = model
-        self._states = HiddenStates(model, n_ctx=n_ctx, n_batch=N_BATCH, n_threads=n_threads)
-        self.size = self._states.size
-        self._lock = threading.Lock()
         self._store: FeatureStore | None = None
         self._identity = self._build = ""
+        prefixes: PrefixStateStore | None = None
         if kept:
             import llama_cpp  # its build computes the states: a new one may compute others
 
             try:
                 self._identity, self._build = file_sha256(model), llama_cpp.__version__
                 self._store = FeatureStore.default()
+                prefixes = PrefixStateStore.default()
             except OSError:  # no hash remembered where the cache cannot be written: no store
                 pass
+        self._states = HiddenStates(
+            model,
+            n_ctx=n_ctx,
+            n_batch=N_BATCH,
+            n_threads=n_threads,
+            states=prefixes,
+            sha256=self._identity,
+        )
+        self.size = self._states.size
+        self._lock = threading.Lock()
 
     def __call__(self, messages: Sequence[dict[str, str]]) -> np.ndarray:
         tokens = self._states.chat_tokens(messages)
@@ -58,15 +70,29 @@ class PromptFeatures:
             )
         if self._store is None:
             with self._lock:
-                return self._states.last(tokens)
+                return self._states.last(tokens, self._fixed(messages, tokens))
         key = features_key(self._identity, self._build, tokens)
         stored = self._store.load(key, self.size)
         if stored is not None:
             return stored
         with self._lock:
-            vector = self._states.last(tokens)
+            vector = self._states.last(tokens, self._fixed(messages, tokens))
         self._store.save(key, vector)
         return vector
+
+    def _fixed(self, messages: Sequence[dict[str, str]], tokens: list[int]) -> int:
+        """How many leading tokens the prompt shares with its first message alone: the
+        planning prompt's instructions and pool, the same for every question (a round's
+        prompt goes on with the question and the team's answer: not shared)."""
+        if len(messages) < 2:
+            return 0
+        head = self._states.chat_tokens(messages[:1]) or []
+        n = 0
+        for a, b in zip(tokens, head, strict=False):
+            if a != b:
+                break
+            n += 1
+        return n
 
     def close(self) -> None:
         self._states.close()
