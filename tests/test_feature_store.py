@@ -109,7 +109,7 @@ def test_the_fixed_prefix_is_decoded_once_and_a_later_run_loads_it(
     assert fixed > 200 and decoded and sum(decoded) < 40, (fixed, decoded)
 
     # Loaded or decoded, the prefix's state is the same bytes: the same numbers as a run that
-    # keeps nothing; and a damaged file is decoded again, never loaded.
+    # keeps nothing; and a damaged file is decoded again and written whole.
     plain = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
     try:
         assert np.array_equal(plain(question), loaded)

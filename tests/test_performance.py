@@ -193,6 +193,19 @@ def test_a_damaged_or_foreign_state_file_is_never_loaded(
     assert store.load(key, prefix) is not None  # and the file is whole again
 
 
+def test_a_state_file_with_a_damaged_length_is_ignored(store: PrefixStateStore) -> None:
+    import struct
+
+    key = state_key("model", "build", 2048, [1, 2])
+    store.save(key, [1, 2], b"blob")
+    (path,) = store.files()
+    data = path.read_bytes()
+    start = len(b"conductor-kv-state\n")
+    for length in (2**63, 10**12):  # more than the file holds: read whole, it would not fit
+        path.write_bytes(data[:start] + struct.pack("<Q", length) + data[start + 8 :])
+        assert store.load(key, [1, 2]) is None
+
+
 def test_state_store_keeps_only_the_newest_files(store: PrefixStateStore) -> None:
     small = PrefixStateStore(store.directory, keep=2)
     keys = [state_key("model", "build", 2048, [i, i + 1]) for i in range(3)]

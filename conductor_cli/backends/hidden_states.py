@@ -11,8 +11,9 @@ pooling would give the same mean but says on stderr that it differs from the mod
 A prompt's fixed prefix (the planning prompt's instructions and pool, the same for every
 question), when the context does not hold it, is decoded on its own, apart from the rest, and
 its state kept on disk in the prompt-state store (backends/prefix_state.py) when one is given:
-a later process loads it instead of reading ~550 tokens again (3.5-4 s for SmolLM2 on one
-thread of a CPU without weight repacking, measured 2026-12-01). Decoded or loaded, the
+a later process loads it instead of reading ~600 tokens again (`conductor ask` with the
+shipped head on 2 cores of a CPU without weight repacking: planning 3.5-3.9 s decoded,
+0.23-0.25 s loaded; docs/speed.md). Decoded or loaded, the
 prefix's state is the same bytes and the rest is decoded from the same position: a new
 process gives a question the same vector whether it read the prefix or loaded it.
 """
@@ -121,13 +122,16 @@ class HiddenStates:
         """Put the state after `prefix` into the context: from the store, or decoded from
         nothing and then saved there."""
         lc, llama = self._lc, self._llama
+        # Nothing else in the cells (means() leaves its sequences there): a saved state holds
+        # the prefix alone, laid out as a fresh process lays it out.
+        lc.llama_memory_clear(lc.llama_get_memory(llama.ctx), True)
+        self._held = []
         key = ""
         if self._states is not None:
             build = f"{lc.__version__}+{_STATE_KIND}"
             key = state_key(self._sha256, build, self.n_ctx, prefix)
             blob = self._states.load(key, prefix)
             if blob is not None:
-                lc.llama_memory_clear(lc.llama_get_memory(llama.ctx), True)
                 buffer = (ctypes.c_uint8 * len(blob)).from_buffer_copy(blob)
                 if lc.llama_state_set_data(llama.ctx, buffer, len(blob)) == len(blob):
                     self._held = list(prefix)

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import struct
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,8 @@ class PrefixStateStore:
                 if f.read(len(MAGIC)) != MAGIC:
                     return None
                 (n,) = _LEN.unpack(f.read(_LEN.size))
+                if n > os.fstat(f.fileno()).st_size:
+                    return None  # a damaged length: never read as asked
                 header = json.loads(f.read(n))
                 blob = f.read()
         except (OSError, ValueError, struct.error):
@@ -90,7 +93,8 @@ class PrefixStateStore:
             }
         ).encode()
         target = self._path(key)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        # Per thread too: two choosers of one server may save the same prefix at once.
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             paths.private_dir(self.directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -86,7 +86,12 @@ class PromptFeatures:
         prompt goes on with the question and the team's answer: not shared)."""
         if len(messages) < 2:
             return 0
-        head = self._states.chat_tokens(messages[:1]) or []
+        from jinja2 import TemplateError
+
+        try:
+            head = self._states.chat_tokens(messages[:1]) or []
+        except TemplateError:  # a template that wants a user turn: no prefix kept, all read
+            return 0
         n = 0
         for a, b in zip(tokens, head, strict=False):
             if a != b:
