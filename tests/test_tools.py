@@ -67,6 +67,27 @@ def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
     # A coder model shows its program's output in a bare block after it: that is no program.
     shown = "```python\nprint(8 * 3600)\n```\nWhen you run it, it will output:\n```\n28800\n```"
     assert find_program(_messages(shown)) == "print(8 * 3600)\n"
+    # Qwen2.5-Coder-1.5B tags that block as Python ("Answer: 17" annotates; it ran and printed
+    # nothing where the program above it printed 28: bench/data/typed_letters_d.jsonl, d3).
+    tagged = (
+        '```python\nresult = 6 ** 35\nprint(f"Answer: {len(str(result))}")\n```\n'
+        "When you run this program, it will output:\n\n```python\nAnswer: 17\n```"
+    )
+    assert (
+        find_program(_messages(tagged))
+        == 'result = 6 ** 35\nprint(f"Answer: {len(str(result))}")\n'
+    )
+    for output in ("28800", "['a', 'b']", "x", "Answer: 17\nRest: 2"):
+        assert find_program(_messages(f"```python\nprint(1)\n```\n```python\n{output}\n```")) == (
+            "print(1)\n"
+        )
+    # A block that does something is a program, even last and short; a block alone is run
+    # whatever it is (its report then says it printed nothing).
+    assert find_program(_messages("```python\nprint(1)\n```\n```python\nprint(2)\n```")) == (
+        "print(2)\n"
+    )
+    assert find_program(_messages("```python\nx = 2\n```")) == "x = 2\n"
+    assert find_program(_messages("```python\nAnswer: 17\n```")) == "Answer: 17\n"
 
 
 def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:
@@ -269,6 +290,10 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     assert guessed[1]["content"] == (
         "Count it in a loop:\n```python\nprint('strawberry'.count('r'))\n```\nStrawberries are red."
     )
+    # A guess tagged as Python goes as well.
+    tagged = "```python\nprint(len('hello, world'))\n```\nIt prints:\n```python\nAnswer: 13\n```"
+    shown = step_messages("How long?", (), workflow, 2, {0: tagged, 1: "12"}, local, programs=runs)
+    assert shown[1]["content"] == "```python\nprint(len('hello, world'))\n```"
     whole = step_messages("How long?", (), workflow, 2, outputs, local)
     assert whole[1]["content"] == written.strip()  # a step no tool ran is shown whole
     # With no Python block but an empty one, the tool ran the bare block: it stays.

@@ -20,6 +20,7 @@ from conductor_cli.backends.base import Backend
 from conductor_cli.config.settings import CONDUCTOR_WORKER, NESTED_RETIRED, Config
 from conductor_cli.errors import ConductorError, RunCancelled, WorkflowError, is_interrupt
 from conductor_cli.run.agent import AgentTurn
+from conductor_cli.run.answer_form import as_asked
 from conductor_cli.run.engine import Engine, StepResult
 from conductor_cli.run.events import (
     PlanReady,
@@ -288,6 +289,9 @@ class Execution:
                 controls.cancel,
             )
             answer = later.play(question, attachments, workflow, answer, emit, rounds, notes)
+        # An agent's turn may answer with tool calls: its text is not shaped.
+        if controls.agent is None:
+            answer = as_asked(question, answer)
         result = RunResult(
             question,
             workflow,

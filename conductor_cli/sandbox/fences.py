@@ -9,6 +9,7 @@ program (python_blocks).
 
 from __future__ import annotations
 
+import ast
 import re
 
 _FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
@@ -21,14 +22,41 @@ def code_blocks(reply: str) -> list[tuple[str, str]]:
 
 
 def python_blocks(reply: str) -> list[str]:
-    """The bodies of the blocks tagged as Python, in order, empty ones left out; the bare
-    blocks only when none is tagged. Coder models show what their program prints in a bare
-    block after it ("When you run this program, it will output: ```28800```"): measured with
-    Qwen2.5-Coder-0.5B on "How many seconds are in 8 hours?", that bare block was the last one,
-    so it ran, and printed nothing (bench/prove_team.py: unit questions 2 of 10 right)."""
+    """The bodies of the blocks tagged as Python, in order, empty ones and shown output left
+    out; the bare blocks only when none is tagged. Coder models show what their program prints
+    in a block after it ("When you run this program, it will output: ```28800```"): measured
+    with Qwen2.5-Coder-0.5B on "How many seconds are in 8 hours?", that bare block was the last
+    one, so it ran, and printed nothing (bench/prove_team.py: unit questions 2 of 10 right).
+    Qwen2.5-Coder-1.5B tags that block as Python too ("```python\nAnswer: 17\n```", a valid
+    annotation): on "how many digits does 6^35 have" it ran instead of the program above it,
+    printed nothing, and the check answered the writer's guess (bench/data/typed_letters_d)."""
     blocks = [(tag, body) for tag, body in code_blocks(reply) if body.strip()]
     tagged = [body for tag, body in blocks if tag in PYTHON_TAGS]
-    return tagged or [body for tag, body in blocks if not tag]
+    return _programs(tagged or [body for tag, body in blocks if not tag])
+
+
+def _programs(bodies: list[str]) -> list[str]:
+    """`bodies` less those that only show output, unless nothing else is left."""
+    programs = [body for body in bodies if not shows_output(body)]
+    return programs or bodies
+
+
+def shows_output(body: str) -> bool:
+    """Whether a block is what a program prints, not a program: it parses as Python and does
+    nothing (`Answer: 17` annotates, `28800` or `['a', 'b']` is a value no one prints)."""
+    try:
+        tree = ast.parse(body)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return bool(tree.body) and all(_does_nothing(statement) for statement in tree.body)
+
+
+def _does_nothing(statement: ast.stmt) -> bool:
+    if isinstance(statement, ast.AnnAssign):
+        return statement.value is None and isinstance(statement.target, ast.Name)
+    if isinstance(statement, ast.Expr):
+        return not any(isinstance(n, ast.Call | ast.Await) for n in ast.walk(statement.value))
+    return False
 
 
 # A sentence in which the writer says what its program prints: "When you run this program,
@@ -53,16 +81,19 @@ def _without_guesses(prose: str) -> str:
 
 
 def only_python_blocks(reply: str) -> str:
-    """The reply with every block not tagged Python taken out, and every sentence of prose
-    that says what the program prints: a guess (a bare block after it, "it will output `2`"),
-    wrong as often as not. The rest of the prose stays (a question of fact answered there,
-    beside a program that prints nothing of use)."""
-    if not any(tag in PYTHON_TAGS and body.strip() for tag, body in code_blocks(reply)):
+    """The reply with every block not tagged Python taken out (and every one that only shows
+    output, shows_output), and every sentence of prose that says what the program prints: a
+    guess (a block after it, "it will output `2`"), wrong as often as not. The rest of the
+    prose stays (a question of fact answered there, beside a program that prints nothing of
+    use)."""
+    tagged = [body for tag, body in code_blocks(reply) if tag in PYTHON_TAGS and body.strip()]
+    if not tagged:
         return reply  # python_blocks then runs a bare block: it is the program, not a guess
+    kept = set(_programs(tagged))
     parts, last = [], 0
     for m in _FENCE.finditer(reply):
         parts.append(_without_guesses(reply[last : m.start()]))
-        parts.append(m.group(0) if m.group(1).lower() in PYTHON_TAGS else "")
+        parts.append(m.group(0) if m.group(1).lower() in PYTHON_TAGS and m.group(2) in kept else "")
         last = m.end()
     parts.append(_without_guesses(reply[last:]))
     return re.sub(r"\n{3,}", "\n\n", "".join(parts)).strip()

@@ -9,6 +9,11 @@ Told the `test` words (tools/examples.TEST), it runs the code of the steps it se
 examples the question shows instead, and reports which fail. No request before those words
 existed ended in them, so its behaviour version (its runs' cache key and the fingerprint
 rewards are kept under) stays: every earlier request is answered as before.
+
+A block that only shows output (fences.shows_output: "```python\nAnswer: 17\n```" after the
+program) is no longer the one run. The version stays here too, deliberately: the requests
+that changes are those whose run printed nothing, so a cached run of one may still say so
+(`--no-cache` runs it again), and the rewards kept under the version stay the shipped head's.
 """
 
 from __future__ import annotations

@@ -1,0 +1,59 @@
+"""The run's answer in the form its question writes things (issue 68: "words, not a Python
+list"). A program the python tool ran prints what Python prints: `['cello', 'drum', 'flute']`
+for "sort these alphabetically: violin drum flute cello", and a check step that trusts it
+repeats it ("Answer: ['cello', ...]"). Where a line of the answer (or what follows its short
+label, "Answer:") is one list or tuple of plain items, the items are that line, separated as
+the question separates them: by commas where it writes one after an item, else by spaces.
+A question that asks for Python, JSON, an array or a list literal keeps the literal, and code
+blocks are left as written.
+
+This shapes the run's answer only: a step's output (the trace, what later steps and rounds
+read) stays what the worker said, and no worker's fingerprint or cache key changes."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+# A short label before the list ("Answer: ", "Sorted: "), kept as written.
+_LABEL = re.compile(r"^(\s*(?:[^\[\](){}'\"`:\n]{1,40}:\s*)?)(.*?)\s*$")
+_WANTS_LITERAL = re.compile(r"\b(python|json|array|literal|tuple|code)\b|\[", re.I)
+_PLAIN = (str, int, float)
+
+
+def as_asked(question: str, answer: str) -> str:
+    """`answer` with each line that is one printed list (after an optional short label, and
+    outside ``` fences) written as its items; the rest as it was."""
+    if _WANTS_LITERAL.search(question):
+        return answer
+    lines = answer.split("\n")
+    fenced = False
+    for n, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        m = _LABEL.match(line)
+        if fenced or m is None or (items := _items(m.group(2))) is None:
+            continue
+        joiner = ", " if _commas_after(question, items) else " "
+        lines[n] = m.group(1) + joiner.join(items)
+    return "\n".join(lines)
+
+
+def _items(text: str) -> list[str] | None:
+    """The items of one printed list or tuple of plain values (no bools, nothing nested)."""
+    if not text.startswith(("[", "(")) or len(text) > 10_000:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, list | tuple) or not value:
+        return None
+    if not all(isinstance(v, _PLAIN) and not isinstance(v, bool) for v in value):
+        return None
+    return [str(v) for v in value]
+
+
+def _commas_after(question: str, items: list[str]) -> bool:
+    return any(re.search(rf"(?<!\w){re.escape(item)}\s*,", question) for item in items)
