@@ -88,6 +88,16 @@ def test_the_program_is_the_last_python_block_it_sees_else_its_task() -> None:
     )
     assert find_program(_messages("```python\nx = 2\n```")) == "x = 2\n"
     assert find_program(_messages("```python\nAnswer: 17\n```")) == "Answer: 17\n"
+    # A block ends at ``` that begins or ends a line, not at ``` inside one: the 1.5B coder
+    # copied its task's words "in one ```python block" into a comment at the top.
+    quoted = "```python\n# prints the answer, in one ```python block.\nprint(23)\n```"
+    assert find_program(_messages(quoted)) == (
+        "# prints the answer, in one ```python block.\nprint(23)\n"
+    )
+    assert find_program(_messages("```python\nprint(24)```\nIt prints 24.")) == "print(24)"
+    assert find_program(_messages("```python\ns = '```'\nprint(s)\n  ```\n")) == (
+        "s = '```'\nprint(s)\n"
+    )
 
 
 def test_what_the_program_does_is_the_steps_output_said_plainly() -> None:

@@ -1,10 +1,10 @@
 """The fenced code blocks of a model's reply: what eval's code scorer and the python tool run.
 
 One reading of a fence for both: a block opens with ``` and an optional tag (```python, ```py,
-a bare ```) and ends at the next ``` or at the end of the reply (a reply cut at max_tokens
-leaves its last block open; what it holds is still the model's program). Which block counts
-differs: the scorer takes a reply's function (evals/answers.extract_code), the tool the last
-program (python_blocks).
+a bare ```) and ends at the next ``` that begins or ends a line, or at the end of the reply (a
+reply cut at max_tokens leaves its last block open; what it holds is still the model's
+program). Which block counts differs: the scorer takes a reply's function
+(evals/answers.extract_code), the tool the last program (python_blocks).
 """
 
 from __future__ import annotations
@@ -12,7 +12,11 @@ from __future__ import annotations
 import ast
 import re
 
-_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+# A block ends at ``` that begins or ends a line (CommonMark's closing fence, and a closer
+# written straight after the code), not at ``` inside a line: a 1.5B coder copied the words
+# "in one ```python block" into a comment at its program's top, and the block ended there
+# (the program run was that comment; it printed nothing).
+_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^[ \t]*```|```[ \t]*$|\Z)", re.S | re.M)
 PYTHON_TAGS = frozenset({"python", "py", "python3", "py3"})
 
 
