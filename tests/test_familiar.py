@@ -133,8 +133,17 @@ def test_a_format_line_does_not_change_what_a_question_is_like(embedder) -> None
     assert (
         bare_question(f"{q}\n\n{QA_INSTRUCTION}") == q == bare_question(f"{q}\n{MCQ_INSTRUCTION}")
     )
-    plain, qa, mcq = embedder.many([q, f"{q}\n\n{QA_INSTRUCTION}", f"{q}\n{MCQ_INSTRUCTION}"])
+    # Each embedded alone: the same tokens in one decode give the same state, bit for bit.
+    # Decoded side by side in one batch, a llama.cpp built for some CPUs gives the same
+    # sequence at another place in the batch states up to 1e-3 apart (seen on 2026-12-02 for
+    # three copies of this very question), which says nothing about the format line.
+    plain, qa, mcq = (
+        embedder.many([text])[0]
+        for text in (q, f"{q}\n\n{QA_INSTRUCTION}", f"{q}\n{MCQ_INSTRUCTION}")
+    )
     assert np.array_equal(plain, qa) and np.array_equal(plain, mcq)
+    side_by_side = embedder.many([q, f"{q}\n\n{QA_INSTRUCTION}"])
+    assert float(side_by_side[0] @ side_by_side[1]) > 0.9999
     other = embedder("Who wrote the play Hamlet?")
     assert not np.allclose(plain, other)
 
