@@ -23,6 +23,8 @@ import argparse
 import json
 from pathlib import Path
 
+from _common import read_jsonl
+
 from conductor_cli.evals.datasets import load_mixed
 from conductor_cli.evals.scoring import score
 from conductor_cli.run.answer_form import as_asked
@@ -44,8 +46,11 @@ def main() -> None:
     args = parser.parse_args()
     traces = args.traces or traces_dir()
     problems = {p.id: p for p in load_mixed(args.questions, "exact")}
-    rows = [json.loads(line) for line in args.results.read_text(encoding="utf-8").splitlines()]
-    rows = [r for r in rows if r.get("strategy") == "conductor" and not r.get("error")]
+    rows = [
+        r
+        for r in read_jsonl(args.results)
+        if r.get("strategy") == "conductor" and not r.get("error")
+    ]
     fired = fixed = broke = 0
     right_without = right_with = 0
     extra_s = 0.0
@@ -58,8 +63,9 @@ def main() -> None:
         if rewrite is None or rewrite["source"] == "kept":
             right_without += bool(row["correct"])
             continue
-        first = steps[rewrite["sees"][-1] + 1] if len(steps) > rewrite["index"] + 2 else None
-        before = as_asked(problem.question, (first or steps[rewrite["sees"][-1]])["output"])
+        # The rule's steps come after the plan's: its last step (the reading step, or the
+        # run where the plan has none) gave the answer the run would have given without it.
+        before = as_asked(problem.question, steps[rewrite["index"] - 1]["output"])
         was, _, _ = score(problem, before, None)
         right_without += was
         fired += 1
