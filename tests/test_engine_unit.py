@@ -174,8 +174,9 @@ def test_each_step_reads_exactly_the_outputs_its_access_list_names() -> None:
             one_done.wait(BARRIER_S)
 
     fake = FakeBackend(reply=by_task(outputs), on_call=on_call)
-    wf = flow(("w", "t0", ()), ("w", "t1", ()), ("w", "t2", (0,)), ("w", "t3", (1, 2)))
-    eng = Engine(Pool((fake_worker("w", fake),)), subscriber)
+    # Steps 2 and 3 by another worker: none continues its own conversation (the next test).
+    wf = flow(("w", "t0", ()), ("w", "t1", ()), ("v", "t2", (0,)), ("v", "t3", (1, 2)))
+    eng = Engine(Pool((fake_worker("w", fake), fake_worker("v", fake))), subscriber)
     results = eng.run_steps(QUESTION, wf, ())
     assert fake.log.index(("end", "t1")) < fake.log.index(("end", "t0"))
     prompts = {task_of(r): conversation(r) for r in fake.requests}
@@ -197,6 +198,26 @@ def test_each_step_reads_exactly_the_outputs_its_access_list_names() -> None:
         request = next(q for q in fake.requests if task_of(q) == r.task)
         assert r.messages == request.messages == by_index[r.index]
         assert r.sees == wf.steps[r.index].sees
+
+
+def test_a_step_whose_first_seen_step_is_its_own_workers_continues_that_conversation() -> None:
+    a, b = FakeBackend(), FakeBackend()
+    workers = [fake_worker("alice", a), fake_worker("bob", b)]
+    wf = flow(("alice", "Draft it", ()), ("bob", "Test it", ()), ("alice", "Fix it", (0, 1)))
+    results = engine(workers, Recorder()).run_steps(QUESTION, wf, ())
+    first, third = a.requests
+    assert third.messages == (
+        *first.messages,  # what alice was asked, then what she answered
+        {"role": "assistant", "content": results[0].output},
+        {"role": "user", "content": "Step 1 (bob): Test it"},
+        {"role": "assistant", "content": results[1].output},
+        {"role": "user", "content": f"{QUESTION}\n\nFix it"},
+    )
+    # Seen second, her own step is named by its task as before.
+    wf = flow(("alice", "Draft it", ()), ("bob", "Test it", ()), ("alice", "Fix it", (1, 0)))
+    engine(workers, Recorder()).run_steps(QUESTION, wf, ())
+    assert a.requests[-1].messages[0] == {"role": "user", "content": "Step 1 (bob): Test it"}
+    assert a.requests[-1].messages[2] == {"role": "user", "content": "Step 0 (alice): Draft it"}
 
 
 def test_every_prompt_holds_the_question_then_the_task_and_no_persona() -> None:

@@ -61,3 +61,51 @@ def test_a_one_step_workflow_answers_as_the_member_alone_whatever_came_before(
         elsewhere = ask(fresh, QUESTION)
     assert len(first) > 100, len(first)
     assert first == twice == later == elsewhere
+
+
+def test_a_step_that_continues_its_writers_conversation_keeps_what_the_model_read(
+    tmp_path: Path, coder_pulled: Path, monkeypatch
+) -> None:
+    """The check of `coder > python<0 > coder<0,1` begins with the program step's own
+    messages and reply, the coder's context still holds them, and it reads only the rest;
+    after the same calls it gives the same answer, in this process or a fresh one."""
+    from conductor_cli.backends import llamacpp
+
+    path = tmp_path / "coder.toml"
+    path.write_text(
+        CONFIG.replace("max_tokens = 30", "max_tokens = 80")
+        + '\n[[workers]]\nname = "python"\nmodel = "tool:python"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    steps = [
+        {"worker": "coder", "task": "Answer the question.", "sees": []},
+        {"worker": "python", "task": "Run the program from step 0.", "sees": [0]},
+        {"worker": "coder", "task": "Check the earlier answer.", "sees": [0, 1]},
+    ]
+    workflow = parse_workflow(json.dumps({"steps": steps}), ["coder", "python"], 5)
+    kept: list[bool] = []
+
+    def spied(*args: object) -> bool:  # the real decision, recorded
+        said = continues(*args)
+        kept.append(said)
+        return said
+
+    continues = llamacpp.continues
+    monkeypatch.setattr(llamacpp, "continues", spied)
+    question = "What is 17 * 23 + 5?"
+    off = RunOptions(CacheMode.OFF)
+
+    def ask(runtime: Runtime) -> tuple[str, tuple[dict, ...], tuple[dict, ...]]:
+        run = run_workflow(workflow, question, config=config, options=off, runtime=runtime)
+        return run.answer, run.steps[0].messages, run.steps[2].messages
+
+    with Runtime(config) as runtime:
+        answer, writer, check = ask(runtime)
+        again = ask(runtime)[0]
+    with Runtime(config) as fresh:
+        elsewhere = ask(fresh)[0]
+    assert check[: len(writer)] == writer  # the writer's own conversation, continued
+    assert check[len(writer)]["role"] == "assistant" and "```" in check[len(writer)]["content"]
+    assert kept == [False, True] * 3  # each check kept the context; each program read whole
+    assert answer == again == elsewhere

@@ -311,6 +311,19 @@ def test_a_model_step_that_a_python_step_sees_is_asked_for_a_program() -> None:
     shown = step_messages("How long?", (), workflow, 2, {0: bare, 1: "12"}, local, programs=runs)
     assert shown[1]["content"] == bare
 
+    # A step that sees its own worker's program continues that conversation: the program's
+    # step comes as the very messages its writer got, then the program that ran (so a local
+    # model keeps what it read and wrote: backends/llamacpp.continues); the run and the task
+    # follow as before. A step by another worker is named by its task, as before.
+    asked_writer = step_messages("How long?", (), workflow, 0, {}, local, for_python=True)
+    own = {0: asked_writer}
+    cont = step_messages("How long?", (), workflow, 2, outputs, local, programs=runs, own=own)
+    assert cont[: len(asked_writer)] == asked_writer
+    assert cont[len(asked_writer)] == {"role": "assistant", "content": check[1]["content"]}
+    assert cont[len(asked_writer) + 1 :] == check[2:]
+    none = step_messages("How long?", (), workflow, 2, outputs, local, programs=runs, own={})
+    assert none == check
+
 
 def test_doctor_finds_an_mcp_workers_server_command_without_starting_it(tmp_path: Path) -> None:
     from .test_mcp_tool import CONFIG as MCP_CONFIG

@@ -62,6 +62,9 @@ class _Loaded:
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
     step_tokens: Any = None  # constrained.StepTokens, made when a plan first prices its steps
+    # The prompt of the last plain call that ended well: the context still holds it and the
+    # reply read after it, so a prompt that continues that conversation keeps them (continues).
+    last_prompt: tuple[int, ...] = ()
     # Set by LlamaModels.close(); read under `lock` before every use of `llama`.
     closed: bool = False
 
@@ -281,6 +284,7 @@ class LlamaCppBackend:
         tools = json.loads(request.tools)
         offered = [t["function"]["name"] for t in tools]
         with loaded.using(request.cancelled):
+            loaded.last_prompt = ()
             fresh_context(loaded.llama)
             try:
                 out = loaded.llama.create_chat_completion(
@@ -312,11 +316,12 @@ class LlamaCppBackend:
             store = self._models.state_store
             warm = store is not None and request.fixed_messages > 0
             constrained = request.grammar is not None and on_text is None
-            # Formatted and tokenized once, for both uses below.
-            prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+            # Formatted and tokenized once, for all uses below.
+            prompt = prompt_tokens(loaded.llama, request.messages)
+            last, loaded.last_prompt = loaded.last_prompt, ()
             if warm and store is not None and prompt is not None:
                 _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
-            else:
+            elif not continues(loaded.llama, last, prompt):
                 fresh_context(loaded.llama)
             if constrained and prompt is not None:
                 return self._constrained(loaded, prompt, request)
@@ -341,11 +346,15 @@ class LlamaCppBackend:
                     **kwargs,
                 )
                 if on_text is None and guard is None:
-                    return _from_response(out)
-                return _from_stream(loaded.llama, out, on_text, guard)
+                    done = _from_response(out)
+                else:
+                    done = _from_stream(loaded.llama, out, on_text, guard)
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
+            if prompt is not None and not warm:
+                loaded.last_prompt = tuple(prompt)
+            return done
 
     def _constrained(self, loaded: _Loaded, prompt: list[int], request: Request) -> Completion:
         from conductor_cli.backends.constrained import StepTokens, generate
@@ -388,8 +397,27 @@ def fresh_context(llama: Any) -> None:
     bits; at temperature 0.2 that changed the coder's answer to the very same request asked
     twice in a row (issue 68: the conductor's one-step workflow and `single:coder` disagreed on
     BIG-bench navigate with one prompt). A worker's prompt shares little with the one before,
-    so little is read again; the planning prompt keeps its saved prefix (_warm_prefix)."""
+    so little is read again; the planning prompt keeps its saved prefix (_warm_prefix), and a
+    prompt that continues the last call's conversation keeps that (continues)."""
     llama.reset()
+
+
+def continues(llama: Any, last: Sequence[int], prompt: Sequence[int] | None) -> bool:
+    """Whether `prompt` continues the conversation of the model's last call, whose prompt was
+    `last`: it begins with that whole prompt, which the context still holds. Such a call keeps
+    the context (llama-cpp-python reads only what follows the longest prefix it holds: the
+    last call's prompt, its reply as far as the new prompt repeats it), so a step that sees
+    its own worker's program and the program's run reads only the run and its task, not the
+    question and the program again (run/messages.step_messages). Same call after the same
+    calls, same answer: the kept part was read the way the last call read it."""
+    n = len(last)
+    return (
+        prompt is not None
+        and 0 < n < len(prompt)
+        and tuple(prompt[:n]) == tuple(last)
+        and llama.n_tokens >= n
+        and tuple(llama.input_ids[:n].tolist()) == tuple(last)
+    )
 
 
 def prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:

@@ -239,9 +239,15 @@ class Engine:
                     team = [(results[j].task, outputs[j]) for j in step.sees]
                     task = None if restates(step.task, question) else step.task
                     return agent_messages(self.agent, team, task), True
+                own = {
+                    j: results[j].messages
+                    for j in step.sees
+                    if results[j].worker == worker.name and not results[j].offered_tools
+                    and results[j].source != "kept"
+                }  # fmt: skip
                 messages = step_messages(
                     question, attachments, workflow, i, outputs, worker, for_python=python,
-                    programs=programs_run(workflow, i, self.pool),
+                    programs=programs_run(workflow, i, self.pool), own=own,
                 )  # fmt: skip
                 return messages, False
 

@@ -76,6 +76,7 @@ def step_messages(
     *,
     for_python: bool = False,
     programs: frozenset[int] = frozenset(),
+    own: Mapping[int, Sequence[dict[str, str]]] | None = None,
 ) -> tuple[dict[str, str], ...]:
     """The step as a conversation (the paper's layout): each step it sees comes first as an
     earlier exchange (that step's task, then its output as the assistant's reply), then one
@@ -91,17 +92,28 @@ def step_messages(
 
     A step that writes code again after failed examples (tools/examples.RETRY) is shown each
     attached code file as its outline (tools/outline): documented functions without the
-    bodies that failed, so the try is a fresh one."""
+    bodies that failed, so the try is a fresh one.
+
+    `own`: the messages seen steps run by this same worker were given. The first step seen, if
+    among them, comes as that very exchange (its messages, then its output) instead of its
+    task alone: the worker continues its own conversation, and a local model keeps what it
+    read and wrote then instead of reading the question and its program again
+    (backends/llamacpp.continues)."""
     step = workflow.steps[index]
     if step.task == RETRY:
         attachments = [_outlined(a) for a in attachments]
     history: list[dict[str, str]] = []
-    for j in step.sees:
+    for n, j in enumerate(step.sees):
         earlier = workflow.steps[j]
         shown = outputs[j].strip()
         if j in programs:
             shown = only_python_blocks(shown)
-        history.append({"role": "user", "content": f"Step {j} ({earlier.worker}): {earlier.task}"})
+        if n == 0 and own is not None and j in own:
+            history.extend(dict(m) for m in own[j])
+        else:
+            history.append(
+                {"role": "user", "content": f"Step {j} ({earlier.worker}): {earlier.task}"}
+            )
         history.append({"role": "assistant", "content": shown})
     task = [] if restates(step.task, question) and not step.sees else [step.task]
     if for_python and not worker.tool:
