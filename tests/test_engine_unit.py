@@ -218,6 +218,12 @@ def test_a_step_whose_first_seen_step_is_its_own_workers_continues_that_conversa
     engine(workers, Recorder()).run_steps(QUESTION, wf, ())
     assert a.requests[-1].messages[0] == {"role": "user", "content": "Step 1 (bob): Test it"}
     assert a.requests[-1].messages[2] == {"role": "user", "content": "Step 0 (alice): Draft it"}
+    # The code pipeline's repair keeps the layout it was measured with.
+    from conductor_cli.tools.examples import REPAIR
+
+    wf = flow(("alice", "Draft it", ()), ("bob", "Test it", ()), ("alice", REPAIR, (0, 1)))
+    engine(workers, Recorder()).run_steps(QUESTION, wf, ())
+    assert a.requests[-1].messages[0] == {"role": "user", "content": "Step 0 (alice): Draft it"}
 
 
 def test_every_prompt_holds_the_question_then_the_task_and_no_persona() -> None:

@@ -239,11 +239,13 @@ class Engine:
                     team = [(results[j].task, outputs[j]) for j in step.sees]
                     task = None if restates(step.task, question) else step.task
                     return agent_messages(self.agent, team, task), True
+                # The code pipeline's repair and retry keep the layout they were measured
+                # with (a retry must not see its own failed code).
                 own = {
                     j: results[j].messages
                     for j in step.sees
                     if results[j].worker == worker.name and not results[j].offered_tools
-                    and results[j].source != "kept"
+                    and results[j].source != "kept" and step.task not in (REPAIR, RETRY)
                 }  # fmt: skip
                 messages = step_messages(
                     question, attachments, workflow, i, outputs, worker, for_python=python,
