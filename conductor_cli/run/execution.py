@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from conductor_cli.backends.base import Backend
 from conductor_cli.config.settings import CONDUCTOR_WORKER, NESTED_RETIRED, Config
 from conductor_cli.errors import ConductorError, RunCancelled, WorkflowError, is_interrupt
+from conductor_cli.run import template_slot
 from conductor_cli.run.agent import AgentTurn
 from conductor_cli.run.answer_form import as_asked
 from conductor_cli.run.engine import Engine, StepResult
@@ -270,7 +271,7 @@ class Execution:
             agent=controls.agent,
         )
         steps = engine.run_steps(question, workflow, attachments, keep)
-        answer, rounds = steps[-1].output, []
+        answer, rounds = template_slot.answer(question, steps, parts.pool), []
         notes: list[str] = list(chooser.notes) if chooser is not None else []
         # A given workflow (`conductor run`) has no rounds; a trace's (replay, resume) do.
         rounds_on = plan is not None or source == "trace"
