@@ -43,3 +43,32 @@ def test_answers_right_is_what_the_server_answers() -> None:
     finally:
         sim.close()
     assert any(outcomes) and not all(outcomes)
+
+
+def test_a_worker_continuing_its_own_step_sees_its_own_output() -> None:
+    """run/messages.py gives a step whose first seen step is its own worker's that step's very
+    messages, not a "Step N (worker)" turn: the simulation counts the worker as seen there."""
+    bank = make_questions(["arith"], 1, seed=3)
+    q = next(iter(bank.values()))
+    sim = SimulatedPool(bank, {"w1": {"arith": 0.5}})
+    try:
+        body = {
+            "model": "openai/w1",
+            "seed": 1,
+            "messages": [
+                {"role": "user", "content": q.text},
+                {"role": "assistant", "content": "Answer: 3"},
+                {"role": "user", "content": f"{q.text}\n\nCheck it."},
+            ],
+        }
+        request = urllib.request.Request(
+            f"{sim.api_base}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+        _ask(sim, "w1", q.text, ["w2"], 1)
+        assert sim.log == [("w1", frozenset({"w1"})), ("w1", frozenset({"w2"}))]
+    finally:
+        sim.close()

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import http.server
+import itertools
 import json
 import random
 import re
@@ -195,6 +196,14 @@ class SimulatedPool:
             return "Answer: unknown"
         q = self.questions[int(tag.group(1))]
         seen = set(SEEN.findall(user))
+        # An earlier exchange not named by a "Step N" turn is the worker's own step, continued
+        # (run/messages.py `own`): it sees its own output.
+        messages = [m for m in body.get("messages", []) if m.get("role") != "system"]
+        if any(
+            m.get("role") == "assistant" and not SEEN.match(str(prev.get("content", "")))
+            for prev, m in itertools.pairwise(messages)
+        ):
+            seen.add(worker)
         self.log.append((worker, frozenset(seen)))
         rounds = ROUND_SEEN.findall(user) if q.kind == "cue" else []
         if rounds:
