@@ -4,6 +4,8 @@ files (evals/datasets.py) and public sets (conductor_cli.public) both build."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 
 CODE_INSTRUCTION = (
@@ -43,3 +45,37 @@ def bare_question(text: str) -> str:
     for suffix in (MCQ_INSTRUCTION, QA_INSTRUCTION):
         bare = bare.strip().removesuffix(suffix)
     return bare.strip() or text
+
+
+# Typographic quotes and the minus sign read as their ASCII forms; markdown emphasis and
+# code marks around an answer ("**B**", "`42`") are dropped.
+_PLAIN = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2212": "-",
+        "*": None,
+        "`": None,
+    }
+)
+_FINAL_ANSWER = re.compile(r"(?i)\b(?:final\s+)?answer\b\s*(?:is\b|:|=)[\s:]*")
+
+
+def plain_text(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).translate(_PLAIN)
+
+
+def final_answer(reply: str) -> str:
+    """The text after the last "answer is"/"Answer:" (to the end of that line, or the next
+    line when the statement ends its line), else the whole reply, stripped: what the scorers
+    read, and what a run's answer is checked against its question's template by
+    (run/template_slot.py)."""
+    clean = plain_text(reply)
+    matches = list(_FINAL_ANSWER.finditer(clean))
+    if matches:
+        rest = clean[matches[-1].end() :].strip()
+        if rest:
+            return rest.splitlines()[0].strip()
+    return reply.strip()

@@ -62,9 +62,10 @@ class _Loaded:
     lock: threading.Lock = field(default_factory=threading.Lock)
     grammars: dict[str, Any] = field(default_factory=dict)
     step_tokens: Any = None  # constrained.StepTokens, made when a plan first prices its steps
-    # The prompt of the last plain call that ended well: the context still holds it and the
-    # reply read after it, so a prompt that continues that conversation keeps them (continues).
-    last_prompt: tuple[int, ...] = ()
+    # The messages of the last plain call that ended well: the context still holds them and
+    # the reply read after them, so a call that continues that conversation keeps them
+    # (continues). Every call on the model clears it first.
+    last_messages: tuple[dict[str, Any], ...] = ()
     # Set by LlamaModels.close(); read under `lock` before every use of `llama`.
     closed: bool = False
 
@@ -284,7 +285,7 @@ class LlamaCppBackend:
         tools = json.loads(request.tools)
         offered = [t["function"]["name"] for t in tools]
         with loaded.using(request.cancelled):
-            loaded.last_prompt = ()
+            loaded.last_messages = ()
             fresh_context(loaded.llama)
             try:
                 out = loaded.llama.create_chat_completion(
@@ -316,12 +317,12 @@ class LlamaCppBackend:
             store = self._models.state_store
             warm = store is not None and request.fixed_messages > 0
             constrained = request.grammar is not None and on_text is None
-            # Formatted and tokenized once, for all uses below.
-            prompt = prompt_tokens(loaded.llama, request.messages)
-            last, loaded.last_prompt = loaded.last_prompt, ()
+            # Formatted and tokenized once, for both uses below.
+            prompt = prompt_tokens(loaded.llama, request.messages) if warm or constrained else None
+            last, loaded.last_messages = loaded.last_messages, ()
             if warm and store is not None and prompt is not None:
                 _warm_prefix(loaded.llama, store, self.sha256, request, prompt)
-            elif not continues(loaded.llama, last, prompt):
+            elif not continues(last, request.messages):
                 fresh_context(loaded.llama)
             if constrained and prompt is not None:
                 return self._constrained(loaded, prompt, request)
@@ -352,8 +353,8 @@ class LlamaCppBackend:
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
-            if prompt is not None and not warm:
-                loaded.last_prompt = tuple(prompt)
+            if not warm:
+                loaded.last_messages = tuple(request.messages)
             return done
 
     def _constrained(self, loaded: _Loaded, prompt: list[int], request: Request) -> Completion:
@@ -402,22 +403,16 @@ def fresh_context(llama: Any) -> None:
     llama.reset()
 
 
-def continues(llama: Any, last: Sequence[int], prompt: Sequence[int] | None) -> bool:
-    """Whether `prompt` continues the conversation of the model's last call, whose prompt was
-    `last`: it begins with that whole prompt, which the context still holds. Such a call keeps
-    the context (llama-cpp-python reads only what follows the longest prefix it holds: the
-    last call's prompt, its reply as far as the new prompt repeats it), so a step that sees
-    its own worker's program and the program's run reads only the run and its task, not the
-    question and the program again (run/messages.step_messages). Same call after the same
-    calls, same answer: the kept part was read the way the last call read it."""
+def continues(last: Sequence[dict[str, Any]], messages: Sequence[dict[str, Any]]) -> bool:
+    """Whether `messages` continue the conversation of the model's last call, whose messages
+    were `last`: they begin with all of them. Such a call keeps the context (llama-cpp-python
+    reads only what follows the longest prefix of tokens it holds: the last call's prompt, its
+    reply as far as the new prompt repeats it), so a step that sees its own worker's program
+    and the program's run reads only the run and its task, not the question and the program
+    again (run/messages.step_messages). Same call after the same calls, same answer: the kept
+    part was read the way the last call read it."""
     n = len(last)
-    return (
-        prompt is not None
-        and 0 < n < len(prompt)
-        and tuple(prompt[:n]) == tuple(last)
-        and llama.n_tokens >= n
-        and tuple(llama.input_ids[:n].tolist()) == tuple(last)
-    )
+    return 0 < n < len(messages) and tuple(messages[:n]) == tuple(last)
 
 
 def prompt_tokens(llama: Any, messages: Sequence[dict[str, str]]) -> list[int] | None:

@@ -9,12 +9,11 @@ import math
 import re
 import string
 import textwrap
-import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from conductor_cli.evals.math_answers import math_number, normalize_math, score_math
-from conductor_cli.problems import LETTERS, Problem
+from conductor_cli.problems import LETTERS, Problem, final_answer, plain_text
 from conductor_cli.sandbox.fences import PYTHON_TAGS, code_blocks
 
 RELATIVE_TOLERANCE = 1e-6
@@ -81,7 +80,7 @@ def extract_choice(text: str, choices: Sequence[str]) -> str | None:
     a reply that restates exactly one choice's text. Letters past the last choice are ignored.
     """
     n = min(len(choices), len(LETTERS))
-    clean = _strip_markdown(text)
+    clean = plain_text(text)
     found: list[tuple[int, str]] = []
     for pattern in _STATEMENTS:
         for m in pattern.finditer(clean):
@@ -105,25 +104,6 @@ def extract_choice(text: str, choices: Sequence[str]) -> str | None:
     if loose:
         return loose[-1]
     return _restated_choice(clean, choices[:n])
-
-
-# Typographic quotes and the minus sign read as their ASCII forms; markdown emphasis and
-# code marks around an answer ("**B**", "`42`") are dropped.
-_PLAIN = str.maketrans(
-    {
-        "\u2018": "'",
-        "\u2019": "'",
-        "\u201c": '"',
-        "\u201d": '"',
-        "\u2212": "-",
-        "*": None,
-        "`": None,
-    }
-)
-
-
-def _strip_markdown(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).translate(_PLAIN)
 
 
 def _letter(m: re.Match[str], text: str, n: int) -> str | None:
@@ -184,7 +164,7 @@ def extract_number(text: str) -> float | None:
     """The number a reply ends on: after a GSM8K-style "####", else inside the last
     \\boxed{}, else right after the last "answer is"/"Answer:", else the last number.
     Reads "1,234", "-3.5", "$12", "12%", "3/4" and \\frac{3}{4}."""
-    clean = _TEX_FRAC.sub(r"\1/\2", _strip_markdown(text).replace("{,}", ","))
+    clean = _TEX_FRAC.sub(r"\1/\2", plain_text(text).replace("{,}", ","))
     if "####" in clean:
         after = _numbers(clean.rsplit("####", 1)[1])
         if after:
@@ -237,31 +217,18 @@ def canonical_number(value: float) -> str:
 
 # --- free-text answers --------------------------------------------------------------------------
 
-_FINAL_ANSWER = re.compile(r"(?i)\b(?:final\s+)?answer\b\s*(?:is\b|:|=)[\s:]*")
 _TRAILING = ".!?,;:"
 _QUOTES = "\"'"
 
 
 def normalize_text(text: str) -> str:
     """Case, spacing, markdown, quotes and trailing punctuation do not make answers differ."""
-    s = " ".join(_strip_markdown(text).lower().split())
+    s = " ".join(plain_text(text).lower().split())
     previous = None
     while s != previous:
         previous = s
         s = s.strip().strip(_QUOTES).rstrip(_TRAILING)
     return s
-
-
-def final_answer(reply: str) -> str:
-    """The text after the last "answer is"/"Answer:" (to the end of that line, or the next
-    line when the statement ends its line), else the whole reply, stripped."""
-    clean = _strip_markdown(reply)
-    matches = list(_FINAL_ANSWER.finditer(clean))
-    if matches:
-        rest = clean[matches[-1].end() :].strip()
-        if rest:
-            return rest.splitlines()[0].strip()
-    return reply.strip()
 
 
 def _contains(haystack: str, needle: str) -> bool:

@@ -241,11 +241,11 @@ class Engine:
                     return agent_messages(self.agent, team, task), True
                 # The code pipeline's repair and retry keep the layout they were measured
                 # with (a retry must not see its own failed code).
-                own = {
+                own = {} if step.task in (REPAIR, RETRY) else {
                     j: results[j].messages
                     for j in step.sees
                     if results[j].worker == worker.name and not results[j].offered_tools
-                    and results[j].source != "kept" and step.task not in (REPAIR, RETRY)
+                    and results[j].source != "kept"
                 }  # fmt: skip
                 messages = step_messages(
                     question, attachments, workflow, i, outputs, worker, for_python=python,

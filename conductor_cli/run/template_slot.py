@@ -14,27 +14,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from conductor_cli.problems import final_answer
 from conductor_cli.run.engine import StepResult
 from conductor_cli.run.pool import Pool
 from conductor_cli.tools.examples import TEST
 from conductor_cli.tools.python_tool import is_failure
 
-# The text after the last "Answer:" label (or the whole reply), as the scorers read it.
-_LABEL = re.compile(r"(?i)\b(?:final\s+)?answer\b\s*(?:is\b|:|=)[\s:]*")
 _SLOT = re.compile(r"<[^<>\n]{1,40}>")
 
 
-def _final(reply: str) -> str:
-    text = reply.replace("*", "").strip()
-    labels = list(_LABEL.finditer(text))
-    rest = text[labels[-1].end() :].strip() if labels else text
-    return rest.splitlines()[0].strip() if rest else ""
-
-
 def is_slot(question: str, reply: str) -> bool:
-    """Whether the reply's final answer is only a slot of the question's template
-    ("<your answer>" where the question wrote it)."""
-    final = _final(reply).rstrip(".!\"'` ").lstrip("\"'` ")
+    """Whether the reply's final answer, as the scorers read it, is only a slot of the
+    question's template ("<your answer>" where the question wrote it)."""
+    final = final_answer(reply).rstrip(".!\"'` ").lstrip("\"'` ")
     return _SLOT.fullmatch(final) is not None and final in question
 
 
