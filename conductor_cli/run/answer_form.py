@@ -24,20 +24,50 @@ _PLAIN = (str, int, float)
 def as_asked(question: str, answer: str) -> str:
     """`answer` with each line that is one printed list (after an optional short label, and
     outside ``` fences) written as its items; the rest as it was."""
-    if _WANTS_LITERAL.search(question):
+    if not shapes(question):
         return answer
     lines = answer.split("\n")
     fenced = False
     for n, line in enumerate(lines):
-        if line.lstrip().startswith("```"):
+        if opens_fence(line):
             fenced = not fenced
-            continue
-        m = _LABEL.match(line)
-        if fenced or m is None or (items := _items(m.group(2))) is None:
-            continue
-        joiner = ", " if _commas_after(question, items) else " "
-        lines[n] = m.group(1) + joiner.join(items)
+        elif not fenced:
+            lines[n] = shape_line(question, line)
     return "\n".join(lines)
+
+
+def shapes(question: str) -> bool:
+    """Whether answers to `question` are shaped at all (one that asks for Python, JSON, an
+    array or a literal keeps what was printed)."""
+    return _WANTS_LITERAL.search(question) is None
+
+
+def opens_fence(line: str) -> bool:
+    """Whether `line` opens or closes a ``` fence (the lines between are left as written)."""
+    return line.lstrip().startswith("```")
+
+
+def shape_line(question: str, line: str) -> str:
+    """One line outside a fence, as as_asked writes it: a printed list after an optional
+    short label becomes its items; any other line as it was."""
+    m = _LABEL.match(line)
+    if m is None or (items := _items(m.group(2))) is None:
+        return line
+    joiner = ", " if _commas_after(question, items) else " "
+    return m.group(1) + joiner.join(items)
+
+
+def may_shape(line: str) -> bool:
+    """Whether a line of which `line` is the beginning could still be one that shape_line
+    rewrites: it is blank, or a short label so far, or a list began right after one. A line
+    that cannot may be shown as it comes (run/answer_stream.py)."""
+    return _STARTED_LIST.fullmatch(line) is not None or _MAY_BE_LABEL.fullmatch(line) is not None
+
+
+# The beginnings of a line that shape_line might rewrite, as _LABEL reads a whole line.
+_LABEL_CHARS = r"[^\[\](){}'\"`:\n]"
+_STARTED_LIST = re.compile(rf"\s*(?:{_LABEL_CHARS}{{1,40}}:\s*)?[\[(].*", re.S)
+_MAY_BE_LABEL = re.compile(rf"\s*{_LABEL_CHARS}{{0,40}}(?::\s*)?")
 
 
 def _items(text: str) -> list[str] | None:

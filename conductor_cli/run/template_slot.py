@@ -30,6 +30,12 @@ def is_slot(question: str, reply: str) -> bool:
     return _SLOT.fullmatch(final) is not None and final in question
 
 
+def may_apply(question: str) -> bool:
+    """Whether a last step's answer to `question` could give way here: the question writes
+    a slot (what is streamed of such a step waits for the run's answer)."""
+    return _SLOT.search(question) is not None
+
+
 def answer(question: str, steps: Sequence[StepResult], pool: Pool) -> str:
     """The last step's output, or, where that answers with a slot of the question's template,
     what the last run it saw of a program printed (its failure reports and example tests are

@@ -22,7 +22,7 @@ from conductor_cli.server.openai_shapes import (
     tool_call_deltas,
     usage,
 )
-from conductor_cli.server.routes import Api, Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route, answer_stream
 
 API = "chat completions"
 
@@ -51,7 +51,7 @@ def _complete(ex: Exchange, request: ChatRequest) -> None:
 
 
 def _stream(ex: Exchange, request: ChatRequest) -> None:
-    """Server-sent events: the final step's text as it is generated, then usage."""
+    """Server-sent events: the run's answer as the final step generates it, then usage."""
     ex.start_stream()
     cid = completion_id()
     lock = threading.Lock()  # steps report from their own threads
@@ -62,6 +62,7 @@ def _stream(ex: Exchange, request: ChatRequest) -> None:
     final = FinalText(
         lambda piece: send(chunk(cid, request.model, {"content": piece})),
         lambda: send(chunk(cid, request.model, {"role": "assistant", "content": ""})),
+        answer=answer_stream(ex, request.question, request.agent is not None),
     )
 
     def on_event(event: object) -> None:
@@ -77,6 +78,7 @@ def _stream(ex: Exchange, request: ChatRequest) -> None:
     except KeyboardInterrupt:
         return  # the client left (or the server stops)
     with lock:
+        final.finish(result.answer)
         for delta in tool_call_deltas(result.tool_calls):
             send(chunk(cid, request.model, delta))
         end = chunk(cid, request.model, {}, "tool_calls" if result.tool_calls else "stop")

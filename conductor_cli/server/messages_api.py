@@ -26,7 +26,7 @@ from conductor_cli.server.messages_shapes import (
     usage,
 )
 from conductor_cli.server.openai_shapes import BadRequest
-from conductor_cli.server.routes import Api, Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route, answer_stream
 
 HEARTBEAT_S = 5.0
 API = "messages"
@@ -80,7 +80,9 @@ class _Stream:
         self.request = request
         self.lock = threading.Lock()
         self.started = threading.Event()
-        self.final = FinalText(self._delta)
+        self.final = FinalText(
+            self._delta, answer=answer_stream(ex, request.question, request.agent is not None)
+        )
         self.text_open = False
         self.text = ""
         self.blocks = 0
@@ -126,6 +128,7 @@ class _Stream:
         self._finish(result)
 
     def _finish(self, result: RunResult) -> None:
+        self.final.finish(result.answer)
         blocks = content_blocks(result.answer, result.tool_calls)
         said = blocks[0]["text"] if blocks and blocks[0]["type"] == "text" else ""
         # Text the stream has not carried yet (a note on a call that could not be passed on).

@@ -22,7 +22,7 @@ from conductor_cli.server.responses_shapes import (
     response,
     sse,
 )
-from conductor_cli.server.routes import Api, Exchange, FinalText, Route
+from conductor_cli.server.routes import Api, Exchange, FinalText, Route, answer_stream
 
 HEARTBEAT_S = 5.0  # between `response.in_progress` events until the answer starts
 API = "responses"
@@ -69,7 +69,9 @@ class _Stream:
         self.lock = threading.Lock()
         self.seq = 0
         self.started = threading.Event()  # the answer (or the end) has begun
-        self.final = FinalText(self._delta)
+        self.final = FinalText(
+            self._delta, answer=answer_stream(ex, request.question, request.agent is not None)
+        )
         self.text_id: str | None = None  # the message item being streamed
         self.text = ""
 
@@ -143,6 +145,7 @@ class _Stream:
         self._finish(result)
 
     def _finish(self, result: RunResult) -> None:
+        self.final.finish(result.answer)
         output: list[dict[str, Any]] = []
         if self.text_id is not None or not result.tool_calls:
             self._open_text()

@@ -4,8 +4,8 @@ Each API module lists its routes (`ROUTES`: method, path, the function that answ
 server/http_api.py joins the lists into one lookup: adding an API is one module and one line
 there. A route answers through `Exchange` (the request's body, the run slots, JSON and
 streamed replies, a cancel flag its client's hang-up sets) and never through the HTTP
-handler's own internals. `FinalText` is the streaming the APIs share: the final step's text
-as it is generated, from a run's events.
+handler's own internals. `FinalText` is the streaming the APIs share: the run's answer as the
+final step generates it, from a run's events.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from threading import Event
 from typing import TYPE_CHECKING, Any, Protocol
 
+from conductor_cli.run.answer_stream import AnswerStream
 from conductor_cli.run.events import PlanReady, StepFinished, StepToken
 
 if TYPE_CHECKING:
@@ -109,30 +110,46 @@ def table(*lists: tuple[Route, ...]) -> dict[tuple[str, str], Route]:
 
 
 class FinalText:
-    """The final step's text, piece by piece as it is generated: `on_piece` gets each new
-    piece once, whether the step streamed its tokens or (cached, or not streaming) reported
-    its text only when it finished. `on_plan` is called when the plan is known."""
+    """The run's answer, piece by piece as the final step generates it: `on_piece` gets each
+    new piece once, whether the step streamed its tokens or (cached, or not streaming)
+    reported its text only when it finished, and `finish` sends what the run's answer adds,
+    so that the pieces make the answer the complete reply gives (run/answer_stream.py holds
+    back what the run may still reshape). `on_plan` is called when the plan is known."""
 
     def __init__(
-        self, on_piece: Callable[[str], None], on_plan: Callable[[], None] | None = None
+        self,
+        on_piece: Callable[[str], None],
+        on_plan: Callable[[], None] | None = None,
+        *,
+        answer: AnswerStream | None = None,
     ) -> None:
         self.on_piece = on_piece
         self.on_plan = on_plan
-        self.final = -1
-        self.text = ""
+        self.answer = answer if answer is not None else AnswerStream(None)
 
     def on_event(self, event: object) -> None:
         if isinstance(event, PlanReady):
-            self.final = len(event.workflow.steps) - 1
+            self.answer.plan(event.workflow)
             if self.on_plan is not None:
                 self.on_plan()
-        elif isinstance(event, StepToken) and event.index == self.final:
-            self._piece(event.text)
-        elif isinstance(event, StepFinished) and event.index == self.final:
-            out = event.output
-            self._piece(out[len(self.text) :] if out.startswith(self.text) else "")
+        elif isinstance(event, StepToken):
+            self._piece(self.answer.piece(event.index, event.text))
+        elif isinstance(event, StepFinished):
+            self._piece(self.answer.step_done(event.index, event.output))
+
+    def finish(self, answer: str) -> None:
+        """The rest of the run's answer, once it has finished."""
+        self._piece(self.answer.finish(answer))
 
     def _piece(self, piece: str) -> None:
         if piece:
-            self.text += piece
             self.on_piece(piece)
+
+
+def answer_stream(ex: Exchange, question: str, agent: bool) -> AnswerStream:
+    """How a request's answer streams: an agent's turn as its last step writes it (its text
+    is not shaped, and it has no later rounds); any other shaped as the run shapes it, and
+    held to the end where later rounds may replace it."""
+    if agent:
+        return AnswerStream(None)
+    return AnswerStream(question, live=ex.app.config.conductor.max_rounds <= 1)
