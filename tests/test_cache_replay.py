@@ -96,6 +96,7 @@ def test_request_key_covers_every_input() -> None:
         request_key("gguf-sha256:abc", Request(base.messages, 10, 0.3, 1)),
         request_key("gguf-sha256:abc", Request(base.messages, 10, 0.2, 2)),
         request_key("gguf-sha256:abc", Request(base.messages, 10, 0.2, 1, grammar="root ::= x")),
+        request_key("gguf-sha256:abc", Request(base.messages, 10, 0.2, 1, stop_after_program=True)),
     ]
     assert len({key, *variants}) == len(variants) + 1
 

@@ -26,6 +26,10 @@ class Request:
     # llama.cpp only: stop when the output starts repeating itself (backends/loop_guard.py);
     # the reply then ends after the first copy, with finish_reason "loop".
     stop_loops: bool = False
+    # llama.cpp only: stop once a block tagged Python that prints has closed (a step whose
+    # program the python tool runs: what its writer adds after it, a guess of what the program
+    # prints, is never read; sandbox/fences.program_end).
+    stop_after_program: bool = False
     # Grammar-constrained workflows only: logits taken from every token that would start another
     # step (backends/constrained.py), the prior that a step costs a call.
     step_penalty: float = 0.0

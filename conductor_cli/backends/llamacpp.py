@@ -38,6 +38,7 @@ from conductor_cli.backends.tool_calls import (
 )
 from conductor_cli.config.settings import ConductorSettings
 from conductor_cli.errors import ModelError, WorkerError
+from conductor_cli.sandbox.fences import program_end
 
 T = TypeVar("T")
 
@@ -336,6 +337,7 @@ class LlamaCppBackend:
                 kwargs["grammar"] = grammar
             # The loop guard reads the text as it comes, so a guarded call always streams.
             guard = LoopGuard() if request.stop_loops else None
+            ends = program_end if request.stop_after_program else None
             try:
                 out = loaded.llama.create_chat_completion(
                     messages=list(request.messages),
@@ -343,13 +345,13 @@ class LlamaCppBackend:
                     temperature=request.temperature,
                     seed=request.seed,
                     repeat_penalty=request.repeat_penalty,
-                    stream=on_text is not None or guard is not None,
+                    stream=on_text is not None or guard is not None or ends is not None,
                     **kwargs,
                 )
-                if on_text is None and guard is None:
+                if on_text is None and guard is None and ends is None:
                     done = _from_response(out)
                 else:
-                    done = _from_stream(loaded.llama, out, on_text, guard)
+                    done = _from_stream(loaded.llama, out, on_text, guard, ends)
             except ValueError as e:
                 # e.g. "Requested tokens (9000) exceed context window of 8192"
                 raise WorkerError(f"{self.path.name}: {e}") from None
@@ -502,12 +504,18 @@ def _from_response(out: dict[str, Any]) -> Completion:
 
 
 def _from_stream(
-    llama: Any, chunks: Any, on_text: TextSink | None, guard: LoopGuard | None = None
+    llama: Any,
+    chunks: Any,
+    on_text: TextSink | None,
+    guard: LoopGuard | None = None,
+    ends: Callable[[str], int | None] | None = None,
 ) -> Completion:
     """The streamed reply; with a guard, only what it releases reaches `on_text`, and a loop
-    ends the generation (the reply is what the guard keeps)."""
+    ends the generation (the reply is what the guard keeps). `ends(text)`: where the reply is
+    complete, if it is (the generation stops there, and nothing after it is kept)."""
     parts: list[str] = []
     finish = "stop"
+    length = 0
 
     def show(text: str) -> None:
         if text and on_text is not None:
@@ -517,16 +525,25 @@ def _from_stream(
         for chunk in chunks:
             choice = chunk["choices"][0]
             piece = choice.get("delta", {}).get("content")
+            end = None
+            if piece and ends is not None and "`" in piece:
+                end = ends("".join(parts) + piece)
+                if end is not None:
+                    piece = piece[: max(end - length, 0)]
             if piece:
                 parts.append(piece)
+                length += len(piece)
                 show(guard.feed(piece) if guard is not None else piece)
             finish = choice.get("finish_reason") or finish
+            if end is not None:
+                finish = "stop"
+                break
             if guard is not None and guard.looped:
                 finish = "loop"
                 break
     finally:
         if hasattr(chunks, "close"):
-            chunks.close()  # stops llama.cpp generating at once (a loop, or Ctrl-C)
+            chunks.close()  # stops llama.cpp generating at once (a loop, Ctrl-C, a program's end)
     generated = "".join(parts)
     text = generated
     if guard is not None:

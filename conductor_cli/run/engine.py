@@ -257,7 +257,7 @@ class Engine:
             emit(StepStarted(i, worker.name, step.task, messages))
             start = time.monotonic()
             try:
-                done = self._call(i, worker, messages, emit, tools)
+                done = self._call(i, worker, messages, emit, tools, program=python)
             except (WorkerError, ConfigError) as e:
                 fallback = worker.config.fallback
                 if fallback is None or fallback not in self.pool.names:
@@ -267,7 +267,7 @@ class Engine:
                 worker = self.pool.get(fallback)
                 messages, tools = prepared(worker)
                 try:
-                    done = self._call(i, worker, messages, emit, tools)
+                    done = self._call(i, worker, messages, emit, tools, program=python)
                 except ConductorError as e2:
                     emit(StepFailed(i, worker.name, str(e2)))
                     raise type(e2)(f"{e}; fallback {worker.name}: {e2}") from None
@@ -363,8 +363,10 @@ class Engine:
         messages: tuple[dict[str, Any], ...],
         emit: Subscriber,
         tools: bool = False,
+        program: bool = False,
     ) -> Completion:
-        """One worker's answer, retrying retryable failures with exponential backoff + jitter."""
+        """One worker's answer, retrying retryable failures with exponential backoff + jitter.
+        `program`: the python tool runs what it writes (a local model stops after the program)."""
         tool = worker.config.spec.tool
         agent = self.agent if tools else None
         request = Request(
@@ -374,6 +376,7 @@ class Engine:
             temperature=0.0 if tool else worker.config.temperature,
             seed=0 if tool else self.seed + i + 1,
             stop_loops=worker.config.stop_loops and worker.config.spec.local,
+            stop_after_program=program and worker.config.spec.local and not tool and not tools,
             tools=agent.tools_json if agent is not None else None,
             tool_choice=agent.tool_choice_json if agent is not None else None,
             cancelled=self.cancel.is_set if self.cancel is not None else None,

@@ -39,6 +39,27 @@ def python_blocks(reply: str) -> list[str]:
     return _programs(tagged or [body for tag, body in blocks if not tag])
 
 
+def program_end(text: str) -> int | None:
+    """Where the first closed block tagged Python that is a program printing something ends
+    in `text` (just after its closing ```), or None: for a step whose program the python
+    tool runs, what a writer adds after that block is its guess of what the program prints
+    ("When you run this program, it will output: ```Answer: 3```", 20 tokens on most typed
+    letter questions), which no step reads (only_python_blocks), so generation may stop
+    there (backends/llamacpp.py, Request.stop_after_program). A block that only defines a
+    function, or only shows output, does not end it: a later block may call the function."""
+    for m in _FENCE.finditer(text):
+        closed = m.group(0).rstrip().endswith("```") and m.end() > m.start(2) + len(m.group(2))
+        if not closed:
+            return None  # the block is still being written
+        body = m.group(2)
+        if m.group(1).lower() in PYTHON_TAGS and _PRINTS.search(body) and not shows_output(body):
+            return m.end()
+    return None
+
+
+_PRINTS = re.compile(r"\bprint\s*\(|\bsys\.stdout\.write\s*\(")
+
+
 def _programs(bodies: list[str]) -> list[str]:
     """`bodies` less those that only show output, unless nothing else is left."""
     programs = [body for body in bodies if not shows_output(body)]

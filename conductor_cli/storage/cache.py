@@ -56,6 +56,8 @@ def request_key(fingerprint: str, request: Request) -> str:
         # The guard's version: an answer kept under an older guard is not this one's (2: it
         # also stops lines that rotate and repeat).
         canonical["stop_loops"] = 2
+    if request.stop_after_program:
+        canonical["stop_after_program"] = 1
     if request.step_penalty:
         canonical["step_penalty"] = request.step_penalty
     if request.tools is not None:
