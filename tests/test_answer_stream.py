@@ -91,6 +91,17 @@ def test_later_rounds_hold_everything_to_the_end() -> None:
     assert stream.finish("A corrected answer.") == "A corrected answer."
 
 
+def test_a_final_step_tried_again_sends_its_answer_at_the_end() -> None:
+    said = "Hello there, and a warm welcome to the two of you, friends."
+    stream = AnswerStream("Say hello.")
+    stream.plan(ONE_STEP)
+    assert stream.piece(0, said[:45]) == said[:45]  # past any label: it goes out
+    stream.retry(0)  # the worker failed mid-reply; the try again starts from nothing
+    assert stream.piece(0, said) == ""
+    assert stream.step_done(0, said) == ""
+    assert stream.finish(said) == said[45:]
+
+
 def test_other_steps_never_stream() -> None:
     plan = Workflow((Step("coder", "Draft.", ()), Step("coder", "Improve.", (0,))))
     stream = AnswerStream("Say hello.")

@@ -8,7 +8,8 @@ its items (run/answer_form.py), decided line by line, so a line waits only while
 still be one (a short label, or a list begun); a copied template slot gives way to what a
 program printed (run/template_slot.py), which replaces the whole text, so where the question
 writes a slot a final step that reads other steps is held whole; later rounds may replace the
-answer, so with rounds on nothing goes out before the run ends. `finish` gives what the
+answer, so with rounds on nothing goes out before the run ends; a final step tried again
+after part of its text went out sends nothing more before the end. `finish` gives what the
 answer adds to what was streamed.
 """
 
@@ -53,6 +54,13 @@ class AnswerStream:
         if index != self.final or not output.startswith(self.raw):
             return ""
         return self.piece(index, output[len(self.raw) :])
+
+    def retry(self, index: int) -> None:
+        """Step `index` is tried again (a retryable failure, or its fallback worker): its text
+        starts over, and what was sent of the failed try cannot be taken back, so the rest
+        waits for the run's answer (sent then if it goes on from what was sent)."""
+        if index == self.final:
+            self.raw, self.held = "", True
 
     def finish(self, answer: str) -> str:
         """What the run's answer adds to what went out ('' where they part: a step that was

@@ -17,7 +17,7 @@ from threading import Event
 from typing import TYPE_CHECKING, Any, Protocol
 
 from conductor_cli.run.answer_stream import AnswerStream
-from conductor_cli.run.events import PlanReady, StepFinished, StepToken
+from conductor_cli.run.events import PlanReady, StepFinished, StepRetry, StepToken
 
 if TYPE_CHECKING:
     from conductor_cli.server.app import ServerApp
@@ -136,6 +136,8 @@ class FinalText:
             self._piece(self.answer.piece(event.index, event.text))
         elif isinstance(event, StepFinished):
             self._piece(self.answer.step_done(event.index, event.output))
+        elif isinstance(event, StepRetry):
+            self.answer.retry(event.index)
 
     def finish(self, answer: str) -> None:
         """The rest of the run's answer, once it has finished."""
