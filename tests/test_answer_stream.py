@@ -102,6 +102,23 @@ def test_a_final_step_tried_again_sends_its_answer_at_the_end() -> None:
     assert stream.finish(said) == said[45:]
 
 
+def test_a_retry_before_anything_went_out_keeps_streaming() -> None:
+    said = "Hello there, and a warm welcome to the two of you, friends."
+    stream = AnswerStream("Say hello.")
+    stream.plan(ONE_STEP)
+    assert stream.piece(0, "Hel") == ""  # held: it could still be a label
+    stream.retry(0)
+    assert stream.piece(0, said) == said
+
+
+def test_whether_rounds_follow_is_read_when_the_plan_is_ready() -> None:
+    rounds = [1]
+    stream = AnswerStream("Say hello.", live=lambda: rounds[0] <= 1)
+    rounds[0] = 2  # the config changed before the run leased it
+    stream.plan(ONE_STEP)
+    assert stream.piece(0, "Hello there.\n") == ""
+
+
 def test_other_steps_never_stream() -> None:
     plan = Workflow((Step("coder", "Draft.", ()), Step("coder", "Improve.", (0,))))
     stream = AnswerStream("Say hello.")

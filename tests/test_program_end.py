@@ -37,6 +37,12 @@ GUESS = "\n\nWhen you run this program, it will output:\n\n```\nAnswer: 3\n```"
         ("```python\nAnswer: 17\n```\n", None),  # shows output
         ("```python\n# in one ```python block\nprint(1)\n```\n", 47),
         ("no program at all", None),
+        # cut while a ``` inside a line is being written: not a closer until the line ends
+        ('```python\nprint("```', None),
+        ('```python\nprint("```")\nprint(42)\n```\n', 36),
+        # a print inside a function never called: the call comes in a later block
+        ("```python\ndef solve(n):\n    print(n)\n```\n```python\nsolve(2)\n```\n", None),
+        ("```python\ndef solve(n):\n    print(n)\nsolve(2)\n```\nx", 49),
     ],
 )
 def test_a_program_ends_where_its_first_printing_python_block_closes(

@@ -61,13 +61,17 @@ def may_shape(line: str) -> bool:
     """Whether a line of which `line` is the beginning could still be one that shape_line
     rewrites: it is blank, or a short label so far, or a list began right after one. A line
     that cannot may be shown as it comes (run/answer_stream.py)."""
-    return _STARTED_LIST.fullmatch(line) is not None or _MAY_BE_LABEL.fullmatch(line) is not None
+    # Leading whitespace never counts toward a label (_LABEL's \s* takes it all first);
+    # stripped, neither pattern backtracks over it.
+    rest = line.lstrip()
+    return _STARTED_LIST.fullmatch(rest) is not None or _MAY_BE_LABEL.fullmatch(rest) is not None
 
 
-# The beginnings of a line that shape_line might rewrite, as _LABEL reads a whole line.
+# The beginnings of a line that shape_line might rewrite, as _LABEL reads a whole line, its
+# leading whitespace stripped.
 _LABEL_CHARS = r"[^\[\](){}'\"`:\n]"
-_STARTED_LIST = re.compile(rf"\s*(?:{_LABEL_CHARS}{{1,40}}:\s*)?[\[(].*", re.S)
-_MAY_BE_LABEL = re.compile(rf"\s*{_LABEL_CHARS}{{0,40}}(?::\s*)?")
+_STARTED_LIST = re.compile(rf"(?:{_LABEL_CHARS}{{1,40}}:\s*)?[\[(].*", re.S)
+_MAY_BE_LABEL = re.compile(rf"{_LABEL_CHARS}{{0,40}}(?::\s*)?")
 
 
 def _items(text: str) -> list[str] | None:

@@ -15,15 +15,18 @@ answer adds to what was streamed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from conductor_cli.run import answer_form, template_slot
 from conductor_cli.run.workflow import Workflow
 
 
 class AnswerStream:
-    """`question` None: the answer is not shaped (an agent's turn). `live` False: nothing
+    """`question` None: the answer is not shaped (an agent's turn). `live` False (or a
+    function that says so when the plan is ready, from the config the run leased): nothing
     goes out before `finish` (later rounds may replace the answer)."""
 
-    def __init__(self, question: str | None, *, live: bool = True) -> None:
+    def __init__(self, question: str | None, *, live: bool | Callable[[], bool] = True) -> None:
         self.question = question or ""
         self.shaping = question is not None and answer_form.shapes(question)
         self.live = live
@@ -39,7 +42,8 @@ class AnswerStream:
         self.final = len(workflow.steps) - 1
         last = workflow.steps[self.final] if workflow.steps else None
         slot = template_slot.may_apply(self.question)
-        self.held = not self.live or (last is not None and bool(last.sees) and slot)
+        live = self.live() if callable(self.live) else self.live
+        self.held = not live or (last is not None and bool(last.sees) and slot)
 
     def piece(self, index: int, text: str) -> str:
         """What to send now of a piece of step `index`'s text as it streams."""
@@ -57,10 +61,13 @@ class AnswerStream:
 
     def retry(self, index: int) -> None:
         """Step `index` is tried again (a retryable failure, or its fallback worker): its text
-        starts over, and what was sent of the failed try cannot be taken back, so the rest
-        waits for the run's answer (sent then if it goes on from what was sent)."""
-        if index == self.final:
-            self.raw, self.held = "", True
+        starts over. What was sent of the failed try cannot be taken back, so where some was,
+        the rest waits for the run's answer (sent then if it goes on from what was sent)."""
+        if index != self.final:
+            return
+        self.raw, self.line, self.line_out, self.fenced = "", "", False, False
+        if self.sent:
+            self.held = True
 
     def finish(self, answer: str) -> str:
         """What the run's answer adds to what went out ('' where they part: a step that was

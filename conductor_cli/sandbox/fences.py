@@ -45,19 +45,40 @@ def program_end(text: str) -> int | None:
     tool runs, what a writer adds after that block is its guess of what the program prints
     ("When you run this program, it will output: ```Answer: 3```", 20 tokens on most typed
     letter questions), which no step reads (only_python_blocks), so generation may stop
-    there (backends/llamacpp.py, Request.stop_after_program). A block that only defines a
-    function, or only shows output, does not end it: a later block may call the function."""
+    there (backends/llamacpp.py, Request.stop_after_program). `text` may be cut anywhere: a
+    ``` inside a line closes a block only once the line has ended (`print("```")` does
+    not). A block that only defines functions, or only shows output, does not end it: a
+    later block may call them."""
     for m in _FENCE.finditer(text):
-        closed = m.group(0).rstrip().endswith("```") and m.end() > m.start(2) + len(m.group(2))
+        body = m.group(2)
+        closer = m.start(2) + len(body)
+        at_line_start = closer == 0 or text[closer - 1] == "\n"
+        closed = m.end() > closer and (at_line_start or m.end() < len(text))
         if not closed:
             return None  # the block is still being written
-        body = m.group(2)
-        if m.group(1).lower() in PYTHON_TAGS and _PRINTS.search(body) and not shows_output(body):
+        if m.group(1).lower() in PYTHON_TAGS and _prints(body) and not shows_output(body):
             return m.end()
     return None
 
 
 _PRINTS = re.compile(r"\bprint\s*\(|\bsys\.stdout\.write\s*\(")
+
+
+def _prints(body: str) -> bool:
+    """Whether a block prints when run: it writes with print (or sys.stdout) and calls
+    something outside its definitions (a block of `def`s alone prints nothing)."""
+    if not _PRINTS.search(body):
+        return False
+    try:
+        tree = ast.parse(body)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return True  # what the tool runs, if nothing comes after it; it will say the error
+    top = [
+        s
+        for s in tree.body
+        if not isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    ]
+    return any(isinstance(n, ast.Call) for s in top for n in ast.walk(s))
 
 
 def _programs(bodies: list[str]) -> list[str]:

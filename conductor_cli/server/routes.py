@@ -154,4 +154,6 @@ def answer_stream(ex: Exchange, question: str, agent: bool) -> AnswerStream:
     held to the end where later rounds may replace it."""
     if agent:
         return AnswerStream(None)
-    return AnswerStream(question, live=ex.app.config.conductor.max_rounds <= 1)
+    # Read when the plan is ready: the run has leased the config by then (a changed file
+    # is read again at the lease).
+    return AnswerStream(question, live=lambda: ex.app.config.conductor.max_rounds <= 1)
