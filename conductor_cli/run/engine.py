@@ -376,7 +376,7 @@ class Engine:
             temperature=0.0 if tool else worker.config.temperature,
             seed=0 if tool else self.seed + i + 1,
             stop_loops=worker.config.stop_loops and worker.config.spec.local,
-            stop_after_program=program and worker.config.spec.local and not tool and not tools,
+            stop_after_program=program and worker.config.spec.local and not tools,
             tools=agent.tools_json if agent is not None else None,
             tool_choice=agent.tool_choice_json if agent is not None else None,
             cancelled=self.cancel.is_set if self.cancel is not None else None,
