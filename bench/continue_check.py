@@ -8,32 +8,20 @@ cache off; right answers, seconds a question and the reading step's seconds, bot
 
 `before`: each step seen comes as "Step j (worker): task" and its output, and every local
 call reads its prompt whole (backends/llamacpp.continues patched to False, no `own`
-messages). `after`: what ships (run/messages.step_messages with `own`). The items are drawn
-from each set's training split with `--seed`, leaving out the 8 bench/train_public.py drew
-with seed 0 for the shipped training (BIG-bench: conductor's fixed 1 in 5 is the test part,
-never read here); `--file`'s questions (training questions of ours) come after them. The
-order of the two alternates from question to question, so that neither always finds the models
-warm. The embedded default team. Run alone (llama.cpp)."""
+messages). `after`: what ships (run/messages.step_messages with `own`). The items and their
+order: bench/_paired.py. The embedded default team. Run alone (llama.cpp)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from _common import drawn_outside, write_rows
+from _paired import arguments, both_ways, plans_of_several_steps
 
 import conductor_cli.backends.llamacpp as llamacpp
 import conductor_cli.run.engine as engine
-from conductor_cli.api import RunOptions, TraceOptions, execute
-from conductor_cli.config import load_config
-from conductor_cli.errors import ConductorError
-from conductor_cli.evals import load_dataset, scoring
-from conductor_cli.runtime import Runtime
-from conductor_cli.storage.cache import CacheMode
+from conductor_cli.api import RunResult
 
 ORIGINAL_MESSAGES = engine.step_messages
 ORIGINAL_CONTINUES = llamacpp.continues
@@ -55,25 +43,9 @@ def layout(name: str) -> Iterator[None]:
         llamacpp.continues = ORIGINAL_CONTINUES
 
 
-def one(problem: Any, runtime: Runtime, config: Any, name: str) -> dict[str, Any]:
-    with layout(name):
-        try:
-            run = execute(
-                problem.question,
-                config=config,
-                options=RunOptions(cache_mode=CacheMode.OFF, seed=0),
-                trace=TraceOptions(enabled=False),
-                runtime=runtime,
-            )
-        except ConductorError as e:
-            return {"right": False, "error": str(e)}
-    right, _, _ = scoring.score(problem, run.answer, None)
+def last_step(run: RunResult) -> dict[str, Any]:
     last = run.steps[-1]
     return {
-        "right": right,
-        "answer": run.answer,
-        "seconds": round(run.seconds, 2),
-        "shape": " > ".join(s.worker for s in run.steps),
         "last_seconds": round(last.seconds, 2),
         "last_tokens_in": last.tokens_in,
         "last_output": last.output,
@@ -81,47 +53,12 @@ def one(problem: Any, runtime: Runtime, config: Any, name: str) -> dict[str, Any
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--set", default="bbh:object_counting")
-    parser.add_argument("--file", type=Path, help="a mixed file of training questions")
-    parser.add_argument("--n", type=int, default=16, help="training items of each set")
-    parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--each", type=int, default=8, help="items the training drew (seed 0)")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    config = load_config(None)
-    problems = []
-    for name in args.set.split("+"):
-        training = load_dataset(name, None, split="train")
-        problems += drawn_outside(training, args.n, args.seed, args.each)
-    if args.file:
-        problems += load_dataset("mixed", args.file)
-    runtime = Runtime(config)
-    rows = []
-    try:
-        for k, p in enumerate(problems):
-            order = ("before", "after") if k % 2 == 0 else ("after", "before")
-            row: dict[str, Any] = {"id": p.id, "category": p.category, "reference": p.answer}
-            for name in order:
-                row[name] = one(p, runtime, config, name)
-            rows.append(row)
-            print(json.dumps({"id": p.id, **{n: (row[n]["right"], row[n].get("seconds"),
-                                                 row[n].get("last_seconds")) for n in order}}),
-                  flush=True)  # fmt: skip
-    finally:
-        runtime.close()
+    args = arguments(__doc__.split("\n")[0])
+    rows = both_ways(args, ("before", "after"), layout, last_step, "last_seconds")
     for name in ("before", "after"):
-        right = sum(r[name]["right"] for r in rows)
-        seconds = sum(r[name].get("seconds", 0.0) for r in rows) / len(rows)
-        multi = [r[name]["last_seconds"] for r in rows if r[name].get("shape", "").count(">")]
-        last = sum(multi) / len(multi) if multi else 0.0
-        print(f"{name}: {right}/{len(rows)} right, {seconds:.1f} s a question; last step "
-              f"of a plan of several steps {last:.1f} s ({len(multi)} plans)")  # fmt: skip
-    flips = [(r["id"], r["before"]["right"], r["after"]["right"]) for r in rows
-             if r["before"]["right"] != r["after"]["right"]]  # fmt: skip
-    print(f"different: {flips}")
-    if args.out:
-        write_rows(rows, args.out)
+        multi = plans_of_several_steps(rows, name)
+        last = sum(m["last_seconds"] for m in multi) / len(multi) if multi else 0.0
+        print(f"{name}: last step of a plan of several steps {last:.1f} s ({len(multi)} plans)")
 
 
 if __name__ == "__main__":
