@@ -192,15 +192,16 @@ class Runtime:
         info["prompt_state_dir"] = str(store.directory)
         return info
 
-    def clear_caches(self) -> tuple[int, int, int]:
+    def clear_caches(self) -> tuple[int, int, int, int]:
         """`cache clear`: (cached responses, saved prompt states and hidden states, converted
-        training bases) removed."""
+        training bases, 16-bit model copies) removed."""
+        from conductor_cli.backends import f16_copy
         from conductor_cli.policy.feature_store import FeatureStore
 
         with self._any_cache() as cache:
             removed = cache.clear()
         states = PrefixStateStore.default().clear() + FeatureStore.default().clear()
-        return removed, states, paths.clear_torch_bases()
+        return removed, states, paths.clear_torch_bases(), f16_copy.clear()
 
     # --- pools ----------------------------------------------------------------------------
 

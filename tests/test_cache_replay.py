@@ -459,7 +459,10 @@ def test_cache_clear_removes_the_converted_training_bases(
     kept = tmp_path / "state" / "torch-base" / "SmolLM2-0123456789abcdef"
     kept.mkdir(parents=True)
     (kept / "config.json").write_text("{}", encoding="utf-8")
+    copy = tmp_path / "state" / "f16" / "0123456789abcdef-0.3.36-f16.gguf"  # backends/f16_copy
+    copy.parent.mkdir()
+    copy.write_bytes(b"GGUF")
     done = run_cli("cache", "clear")
     assert done.returncode == 0, done.stderr
-    assert "1 converted training bases" in done.stdout
-    assert not kept.exists()
+    assert "1 converted training bases and 1 16-bit model copies" in done.stdout
+    assert not kept.exists() and not copy.exists()

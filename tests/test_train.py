@@ -128,6 +128,8 @@ def test_training_learns_the_specialists_and_the_trained_conductor_plans(
     record = json.loads(proc.stdout)
     # No --tasks: the steps keep the words their rewards were measured with.
     assert record["hyperparameters"]["tasks"] == "fixed"
+    # Its features were read from the base model's 16-bit copy (backends/f16_copy.py).
+    assert record["hyperparameters"]["features"] == "f16"
     before, after = (e for e in record["evaluations"])
     table = record["reward_table"]
     # Learning, not a tuned figure: the head beats every fixed workflow on its training

@@ -54,9 +54,11 @@ def stats(ctx: typer.Context, as_json: AsJson = False, config: ConfigOption = No
 @app.command("clear")
 @handle_errors
 def clear(ctx: typer.Context, config: ConfigOption = None) -> None:
-    """Delete every cached response, saved conductor prompt state and converted training base."""
+    """Delete every cached response, saved conductor prompt state, converted training base and
+    16-bit model copy (made again when needed)."""
     with _runtime(ctx, config) as runtime:
-        removed, states, bases = runtime.clear_caches()
+        removed, states, bases, copies = runtime.clear_caches()
     typer.echo(
-        f"removed {removed} entries, {states} prompt states and {bases} converted training bases"
+        f"removed {removed} entries, {states} prompt states, {bases} converted training bases "
+        f"and {copies} 16-bit model copies"
     )

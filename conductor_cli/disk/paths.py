@@ -28,8 +28,9 @@ def cache_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """Derived files kept for speed only: llama.cpp prompt states (backends/prefix_state.py) and
-    the float32 torch copy of a conductor being trained (train/base_copy.py)."""
+    """Derived files kept for speed only: llama.cpp prompt states (backends/prefix_state.py),
+    the 16-bit copies hidden states are read from (backends/f16_copy.py) and the float32 torch
+    copy of a conductor being trained (train/base_copy.py)."""
     env = os.environ.get("CONDUCTOR_STATE_DIR")
     return Path(env).expanduser() if env else cache_dir() / "llama-state"
 

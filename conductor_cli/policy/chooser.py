@@ -10,7 +10,7 @@ from pathlib import Path
 from conductor_cli.config.settings import ConductorSettings, WorkerConfig
 from conductor_cli.errors import ModelError, WorkflowError
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
-from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.features import FEATURES, PromptFeatures, features_model
 from conductor_cli.policy.head import Head, read_head
 from conductor_cli.policy.registry import TrainedConductor
 from conductor_cli.policy.shapes import Shape, fixed_grammar, shape_grammar
@@ -121,8 +121,14 @@ class HeadChooser:
                 f"conductor.model {trained.name!r}: its record says tasks {tasks!r}, which this "
                 f"version does not know ({', '.join(TASKS)}); train it again."
             )
+        read_from = trained.record.get("hyperparameters", {}).get("features", "native")
+        if read_from not in FEATURES:
+            raise WorkflowError(
+                f"conductor.model {trained.name!r}: its record says features {read_from!r}, "
+                f"which this version does not know ({', '.join(FEATURES)}); train it again."
+            )
         features = PromptFeatures(
-            base,
+            features_model(base, read_from),
             n_ctx=min(settings.n_ctx, FEATURES_CTX),
             n_threads=settings.n_threads,
             kept=kept,

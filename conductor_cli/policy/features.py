@@ -27,6 +27,24 @@ from conductor_cli.policy.feature_store import FeatureStore, features_key
 
 N_BATCH = 512
 
+# Which copy of the base model a trained conductor's features are read from (its record's
+# `hyperparameters.features`): "native", the file itself (every conductor trained before
+# 2026-12-02), or "f16", its weights in 16-bit floats (backends/f16_copy.py), about twice as
+# fast on a CPU; a training now reads the F16 copy. A head is read from the copy it was
+# trained on.
+FEATURES = ("native", "f16")
+TRAINED_FEATURES = "f16"
+
+
+def features_model(base: Path, features: str) -> Path:
+    """The GGUF whose hidden states are a head's features, for a conductor whose record says
+    `features` (one of FEATURES)."""
+    if features == "native":
+        return base
+    from conductor_cli.backends.f16_copy import f16_copy
+
+    return f16_copy(base, file_sha256(base))
+
 
 class PromptFeatures:
     """Hidden states of chat prompts from one GGUF (one instance per model; thread-safe)."""

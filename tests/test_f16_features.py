@@ -1,0 +1,115 @@
+"""A trained head's features read from its base model's 16-bit copy (backends/f16_copy.py):
+made once, close to the quantized file's states but really the copy's, and the shipped head
+picks from it what it picked from the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conductor_cli.backends.f16_copy import copies_dir, f16_copy
+from conductor_cli.config import load_config
+from conductor_cli.errors import ModelError, WorkflowError
+from conductor_cli.models.catalog import file_sha256
+from conductor_cli.policy.chooser import read_as
+from conductor_cli.policy.features import PromptFeatures
+from conductor_cli.policy.registry import conductors_dir, packaged_dir
+from conductor_cli.run.planner import plan_messages, worker_infos
+from conductor_cli.runtime import Runtime
+
+SHIPPED = "coder-team-1.5b-public"
+
+# Kinds the shipped head sends to different shapes: multiple choice and dates to the coder,
+# counting and word problems to a program, typed letters, everyday facts.
+QUESTIONS = (
+    "Which gas do plants take in from the air? (A) oxygen (B) carbon dioxide (C) helium (D) "
+    'neon\n\nEnd your reply with a line "Answer: <your letter>".',
+    "Today is 3/5/1990. What is the date one week from today in MM/DD/YYYY?\nOptions:\n(A) "
+    '03/12/1990\n(B) 03/05/1991\n(C) 02/26/1990\n\nEnd your reply with a line "Answer: '
+    '<your letter>".',
+    "I have a flute, two pianos, a goat and three trumpets. How many musical instruments do I "
+    'have?\n\nEnd your reply with a line "Answer: <your answer>".',
+    "A baker sells 14 loaves a day for 6 days and gives away 9. How many loaves did she sell "
+    'in all?\n\nEnd your reply with a line "Answer: <your answer>".',
+    "how many r's are in carrier?",
+    "spell lantern backwards",
+    "What is the capital of France?",
+    "Who wrote Pride and Prejudice?",
+)
+
+
+def test_the_copy_is_made_once_and_its_states_are_close_but_its_own(gguf_path: Path) -> None:
+    sha = file_sha256(gguf_path)
+    copy = f16_copy(gguf_path, sha)
+    made = copy.stat().st_mtime_ns
+    assert copy.parent == copies_dir() and copy.stat().st_size > 2 * gguf_path.stat().st_size
+    assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == made  # kept
+    # Another test process may be writing its own part beside it; none of this one is left.
+    assert not [p for p in copy.parent.iterdir() if p.name.endswith(f".{os.getpid()}.part")]
+    pool = worker_infos(load_config(None).workers)
+    native = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
+    wide = PromptFeatures(copy, n_ctx=2048, kept=False)
+    try:
+        for question in QUESTIONS[:3]:
+            messages = plan_messages(question, pool, (), 5)
+            a, b = native(messages), wide(messages)
+            cosine = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+            # The same weights: nearly the same state; another file: not the very same numbers.
+            assert cosine > 0.995, cosine
+            assert not np.allclose(a, b, rtol=0, atol=1e-6)
+    finally:
+        native.close()
+        wide.close()
+
+
+def test_a_damaged_model_ends_in_one_clear_error_and_leaves_no_part(tmp_path: Path) -> None:
+    bad = tmp_path / "damaged.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
+    with pytest.raises(ModelError, match=r"damaged\.gguf") as caught:
+        f16_copy(bad, "0" * 64)
+    assert "\n" not in str(caught.value)
+    assert not [p for p in copies_dir().iterdir() if p.name.startswith(f".{'0' * 32}")]
+
+
+def test_the_shipped_head_reads_the_copy_and_picks_as_from_the_file(gguf_path: Path) -> None:
+    record = json.loads((packaged_dir() / SHIPPED / "record.json").read_text())
+    assert record["hyperparameters"]["features"] == "f16"
+    config = load_config(None)
+    assert config.conductor.model == SHIPPED
+    infos = worker_infos(config.workers)
+    with Runtime(config) as runtime:
+        chooser = runtime.chooser()
+        assert chooser is not None
+        assert chooser.features.model == f16_copy(gguf_path, file_sha256(gguf_path))
+        native = PromptFeatures(gguf_path, n_ctx=4096, kept=False)
+        try:
+            picks = set()
+            for question in QUESTIONS:
+                messages = plan_messages(question, infos, (), config.conductor.max_steps)
+                from_copy = chooser.choose(messages, question)
+                from_file = chooser.head.choose(native(read_as("prompt", messages, question)))
+                assert from_copy == from_file, question
+                picks.add(from_copy.label)
+            assert len(picks) >= 2  # the questions reach more than one shape
+        finally:
+            native.close()
+
+
+def test_a_record_naming_features_this_version_does_not_know_is_refused(
+    gguf_path: Path,
+) -> None:
+    mine = conductors_dir() / "future"
+    shutil.copytree(packaged_dir() / SHIPPED, mine)
+    record = json.loads((mine / "record.json").read_text())
+    record["hyperparameters"]["features"] = "f8"
+    (mine / "record.json").write_text(json.dumps(record))
+    config = load_config(None)
+    config = replace(config, conductor=replace(config.conductor, model="future"))
+    with Runtime(config) as runtime, pytest.raises(WorkflowError, match="features 'f8'"):
+        runtime.chooser()
