@@ -51,7 +51,8 @@ def test_the_copy_is_made_once_and_its_states_are_close_but_its_own(gguf_path: P
     assert copy.parent == copies_dir() and copy.stat().st_size > 2 * gguf_path.stat().st_size
     assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == made  # kept
     # Another test process may be writing its own part beside it; none of this one is left.
-    assert not [p for p in copy.parent.iterdir() if p.name.endswith(f".{os.getpid()}.part")]
+    mine = f".{copy.name}.{os.getpid()}-"
+    assert not [p for p in copy.parent.iterdir() if p.name.startswith(mine)]
     pool = worker_infos(load_config(None).workers)
     native = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
     wide = PromptFeatures(copy, n_ctx=2048, kept=False)

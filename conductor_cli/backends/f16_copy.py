@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 from pathlib import Path
 
 from conductor_cli.disk import paths
@@ -40,7 +41,8 @@ def f16_copy(model: Path, sha256: str) -> Path:
     target = directory / f"{sha256[:32]}-{llama_cpp.__version__}{SUFFIX}"
     if target.is_file():
         return target
-    partial = directory / f".{target.name}.{os.getpid()}.part"
+    # Its own part per call: two processes, or two threads of a server, may make it at once.
+    partial = directory / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.part"
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_F16
     params.allow_requantize = True
