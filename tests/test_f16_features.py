@@ -44,31 +44,6 @@ QUESTIONS = (
 )
 
 
-def test_the_copy_is_made_once_and_its_states_are_close_but_its_own(gguf_path: Path) -> None:
-    sha = file_sha256(gguf_path)
-    copy = f16_copy(gguf_path, sha)
-    made = copy.stat().st_mtime_ns
-    assert copy.parent == copies_dir() and copy.stat().st_size > 2 * gguf_path.stat().st_size
-    assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == made  # kept
-    # Another test process may be writing its own part beside it; none of this one is left.
-    mine = f".{copy.name}.{os.getpid()}-"
-    assert not [p for p in copy.parent.iterdir() if p.name.startswith(mine)]
-    pool = worker_infos(load_config(None).workers)
-    native = PromptFeatures(gguf_path, n_ctx=2048, kept=False)
-    wide = PromptFeatures(copy, n_ctx=2048, kept=False)
-    try:
-        for question in QUESTIONS[:3]:
-            messages = plan_messages(question, pool, (), 5)
-            a, b = native(messages), wide(messages)
-            cosine = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
-            # The same weights: nearly the same state; another file: not the very same numbers.
-            assert cosine > 0.995, cosine
-            assert not np.allclose(a, b, rtol=0, atol=1e-6)
-    finally:
-        native.close()
-        wide.close()
-
-
 def test_a_damaged_model_ends_in_one_clear_error_and_leaves_no_part(tmp_path: Path) -> None:
     bad = tmp_path / "damaged.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
@@ -78,7 +53,9 @@ def test_a_damaged_model_ends_in_one_clear_error_and_leaves_no_part(tmp_path: Pa
     assert not [p for p in copies_dir().iterdir() if p.name.startswith(f".{'0' * 32}")]
 
 
-def test_the_shipped_head_reads_the_copy_and_picks_as_from_the_file(gguf_path: Path) -> None:
+def test_the_shipped_head_reads_the_copy_made_once_and_picks_as_from_the_file(
+    gguf_path: Path,
+) -> None:
     record = json.loads((packaged_dir() / SHIPPED / "record.json").read_text())
     assert record["hyperparameters"]["features"] == "f16"
     config = load_config(None)
@@ -87,15 +64,28 @@ def test_the_shipped_head_reads_the_copy_and_picks_as_from_the_file(gguf_path: P
     with Runtime(config) as runtime:
         chooser = runtime.chooser()
         assert chooser is not None
-        assert chooser.features.model == f16_copy(gguf_path, file_sha256(gguf_path))
+        sha = file_sha256(gguf_path)
+        copy = f16_copy(gguf_path, sha)
+        made = copy.stat().st_mtime_ns
+        assert chooser.features.model == copy and copy.parent == copies_dir()
+        assert copy.stat().st_size > 2 * gguf_path.stat().st_size
+        assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == made  # kept
+        # Another test process may be writing its own part beside it; none of this one is left.
+        mine = f".{copy.name}.{os.getpid()}-"
+        assert not [p for p in copy.parent.iterdir() if p.name.startswith(mine)]
         native = PromptFeatures(gguf_path, n_ctx=4096, kept=False)
         try:
             picks = set()
             for question in QUESTIONS:
                 messages = plan_messages(question, infos, (), config.conductor.max_steps)
+                asked = read_as("prompt", messages, question)
+                a, b = native(asked), chooser.features(asked)
+                cosine = float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+                # The same weights: nearly the same state; another file: not the same numbers.
+                assert cosine > 0.995, (cosine, question)
+                assert not np.allclose(a, b, rtol=0, atol=1e-6)
                 from_copy = chooser.choose(messages, question)
-                from_file = chooser.head.choose(native(read_as("prompt", messages, question)))
-                assert from_copy == from_file, question
+                assert from_copy == chooser.head.choose(a), question
                 picks.add(from_copy.label)
             assert len(picks) >= 2  # the questions reach more than one shape
         finally:
