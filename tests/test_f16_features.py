@@ -1,19 +1,22 @@
 """A trained head's features read from its base model's 16-bit copy (backends/f16_copy.py):
-made once, close to the quantized file's states but really the copy's, and the shipped head
-picks from it what it picked from the file."""
+made once (by two threads at once, too), killed writers' parts and other builds' copies swept,
+close to the quantized file's states but really the copy's, and the shipped head picks from it
+what it picked from the file; a conductor trained before reads the file."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conductor_cli.backends.f16_copy import copies_dir, f16_copy
+from conductor_cli.backends.f16_copy import clear, copies_dir, f16_copy, wanted
 from conductor_cli.config import load_config
 from conductor_cli.errors import ModelError, WorkflowError
 from conductor_cli.models.catalog import file_sha256
@@ -44,13 +47,57 @@ QUESTIONS = (
 )
 
 
-def test_a_damaged_model_ends_in_one_clear_error_and_leaves_no_part(tmp_path: Path) -> None:
+def test_the_copy_is_made_once_swept_and_made_by_two_threads_at_once(
+    gguf_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
+    assert wanted(gguf_path)  # SmolLM2's Q4_1: the copy reads it twice as fast
+    sha = file_sha256(gguf_path)
+    folder = copies_dir()
+    folder.mkdir(parents=True)
+    killed = folder / f".{sha[:32]}-0.3.36-f16.gguf.123-abcd.part"  # a killed writer's part
+    killed.write_bytes(b"half")
+    os.utime(killed, (time.time() - 3600, time.time() - 3600))
+    fresh = folder / ".other-f16.gguf.456-ef01.part"  # another writer, still at work
+    fresh.write_bytes(b"half")
+    older = folder / f"{sha[:32]}-0.0.1-f16.gguf"  # another llama.cpp build's copy
+    older.write_bytes(b"GGUF")
+    err_before = os.readlink("/proc/self/fd/2")
+    with ThreadPoolExecutor(2) as pool:  # a server's two first plans at once
+        made = set(pool.map(lambda _: f16_copy(gguf_path, sha), range(2)))
+    (copy,) = made
+    # llama.cpp's lines per tensor went to a child's pipe: this process's stderr is intact.
+    assert os.readlink("/proc/self/fd/2") == err_before
+    assert copy.parent == folder and copy.stat().st_size > 2 * gguf_path.stat().st_size
+    assert sorted(p.name for p in folder.iterdir()) == sorted([copy.name, fresh.name])
+    stamp = copy.stat().st_mtime_ns
+    assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == stamp  # kept
+    assert clear() == 1 and [p.name for p in folder.iterdir()] == [fresh.name]
+
+
+def test_a_damaged_model_ends_in_one_clear_error_and_leaves_no_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CONDUCTOR_STATE_DIR", str(tmp_path / "state"))
     bad = tmp_path / "damaged.gguf"
     bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\x00" * 64)
     with pytest.raises(ModelError, match=r"damaged\.gguf") as caught:
         f16_copy(bad, "0" * 64)
-    assert "\n" not in str(caught.value)
-    assert not [p for p in copies_dir().iterdir() if p.name.startswith(f".{'0' * 32}")]
+    assert "\n" not in str(caught.value) and "models pull" in str(caught.value)
+    assert list(copies_dir().iterdir()) == []
+
+
+def test_a_conductor_whose_record_names_no_features_reads_the_file(gguf_path: Path) -> None:
+    mine = conductors_dir() / "before"
+    shutil.copytree(packaged_dir() / SHIPPED, mine)
+    record = json.loads((mine / "record.json").read_text())
+    del record["hyperparameters"]["features"]  # trained before 2026-12-02
+    (mine / "record.json").write_text(json.dumps(record))
+    config = load_config(None)
+    config = replace(config, conductor=replace(config.conductor, model="before"))
+    with Runtime(config) as runtime:
+        chooser = runtime.chooser()
+        assert chooser is not None and chooser.features.model == gguf_path
 
 
 def test_the_shipped_head_reads_the_copy_made_once_and_picks_as_from_the_file(
@@ -64,15 +111,7 @@ def test_the_shipped_head_reads_the_copy_made_once_and_picks_as_from_the_file(
     with Runtime(config) as runtime:
         chooser = runtime.chooser()
         assert chooser is not None
-        sha = file_sha256(gguf_path)
-        copy = f16_copy(gguf_path, sha)
-        made = copy.stat().st_mtime_ns
-        assert chooser.features.model == copy and copy.parent == copies_dir()
-        assert copy.stat().st_size > 2 * gguf_path.stat().st_size
-        assert f16_copy(gguf_path, sha) == copy and copy.stat().st_mtime_ns == made  # kept
-        # Another test process may be writing its own part beside it; none of this one is left.
-        mine = f".{copy.name}.{os.getpid()}-"
-        assert not [p for p in copy.parent.iterdir() if p.name.startswith(mine)]
+        assert chooser.features.model == f16_copy(gguf_path, file_sha256(gguf_path))
         native = PromptFeatures(gguf_path, n_ctx=4096, kept=False)
         try:
             picks = set()

@@ -125,7 +125,8 @@ class HeadChooser:
         if read_from not in FEATURES:
             raise WorkflowError(
                 f"conductor.model {trained.name!r}: its record says features {read_from!r}, "
-                f"which this version does not know ({', '.join(FEATURES)}); train it again."
+                f"which this version does not know ({', '.join(FEATURES)}): upgrade conductor, "
+                "or train it again."
             )
         features = PromptFeatures(
             features_model(base, read_from),

@@ -28,12 +28,20 @@ from conductor_cli.policy.feature_store import FeatureStore, features_key
 N_BATCH = 512
 
 # Which copy of the base model a trained conductor's features are read from (its record's
-# `hyperparameters.features`): "native", the file itself (every conductor trained before
-# 2026-12-02), or "f16", its weights in 16-bit floats (backends/f16_copy.py), about twice as
-# fast on a CPU; a training now reads the F16 copy. A head is read from the copy it was
-# trained on.
+# `hyperparameters.features`): "native", the file itself, or "f16", its weights in 16-bit
+# floats (backends/f16_copy.py), about twice as fast on a CPU for a small Q4_1 file such as
+# SmolLM2's. A training reads the copy where the base is such a file (`trained_features`) and
+# says so; conductors trained before 2026-12-02 read the file. The shipped
+# coder-team-1.5b-public was trained on the file and reads the copy: on the 480 questions its
+# figures stand on, no pick differs (bench/f16_features.py). A head reads what its record says.
 FEATURES = ("native", "f16")
-TRAINED_FEATURES = "f16"
+
+
+def trained_features(base: Path) -> str:
+    """What a training on `base` reads its features from (one of FEATURES)."""
+    from conductor_cli.backends.f16_copy import wanted
+
+    return "f16" if wanted(base) else "native"
 
 
 def features_model(base: Path, features: str) -> Path:
@@ -43,7 +51,11 @@ def features_model(base: Path, features: str) -> Path:
         return base
     from conductor_cli.backends.f16_copy import f16_copy
 
-    return f16_copy(base, file_sha256(base))
+    try:
+        sha256 = file_sha256(base)
+    except OSError as e:
+        raise ModelError(f"could not read {base} ({e}): check the file and its folder") from None
+    return f16_copy(base, sha256)
 
 
 class PromptFeatures:

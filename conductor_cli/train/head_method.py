@@ -35,7 +35,7 @@ from conductor_cli.models.catalog import ResolvedModel, file_sha256
 from conductor_cli.policy import registry
 from conductor_cli.policy.chooser import TASKS, read_as
 from conductor_cli.policy.familiar import Familiar, QuestionEmbedder
-from conductor_cli.policy.features import TRAINED_FEATURES, PromptFeatures, features_model
+from conductor_cli.policy.features import PromptFeatures, features_model, trained_features
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.shapes import (
     MAX_SHAPES,
@@ -532,7 +532,7 @@ class _HeadTraining:
         c, training = self.config.conductor, self.setup.training
         infos = worker_infos(self.config.workers)
         self.features = PromptFeatures(
-            features_model(base, TRAINED_FEATURES), n_ctx=min(c.n_ctx, 4096),
+            features_model(base, trained_features(base)), n_ctx=min(c.n_ctx, 4096),
             n_threads=c.n_threads,
             kept=self.config.cache.enabled,
         )  # fmt: skip
@@ -884,7 +884,7 @@ def _record(
                 else "softmax policy's expected reward, L2-penalized, Adam (numpy)"
             ),
             "tasks": options.head.tasks,
-            "features": TRAINED_FEATURES,
+            "features": trained_features(base),
             "rounds": options.head.rounds,
             "step_cost": options.head.step_cost,
             "learn_words": options.head.learn_words,

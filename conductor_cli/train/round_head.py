@@ -31,7 +31,7 @@ import numpy as np
 from conductor_cli import waiting
 from conductor_cli.errors import InputError
 from conductor_cli.evals.records import Problem
-from conductor_cli.policy.features import TRAINED_FEATURES, PromptFeatures, features_model
+from conductor_cli.policy.features import PromptFeatures, features_model, trained_features
 from conductor_cli.policy.head import Head
 from conductor_cli.policy.shapes import KEEP, Shape
 from conductor_cli.run.inputs import Attachment
@@ -198,7 +198,7 @@ def train_round_head(
     # What a re-planning conductor is offered, as run/rounds lists it.
     infos = worker_infos(runner.config.workers)
     features = PromptFeatures(
-        features_model(base, TRAINED_FEATURES), n_ctx=min(c.n_ctx, 4096),
+        features_model(base, trained_features(base)), n_ctx=min(c.n_ctx, 4096),
         n_threads=c.n_threads,
         kept=runner.config.cache.enabled,
     )  # fmt: skip
