@@ -343,7 +343,9 @@ def test_messages_a_tool_round_trip_plain_and_streamed(
     assert text == "done: a.py" and final.stop_reason == "end_turn"
     sent = worker.requests[-1]["messages"]
     assert sent[-1] == {"role": "tool", "tool_call_id": use.id, "content": "a.py"}
-    latest = sorted((isolated_home / "data" / "conductor" / "traces").glob("*.json"))[-1]
+    # The last written: two traces of one second sort by their random suffix, not by time.
+    traces = (isolated_home / "data" / "conductor" / "traces").glob("*.json")
+    latest = max(traces, key=lambda p: p.stat().st_mtime_ns)
     trace = json.loads(latest.read_text())
     assert [s["task"] for s in trace["steps"]] == [LOOP_TASK]
 

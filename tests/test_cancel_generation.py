@@ -205,8 +205,10 @@ def test_an_in_process_run_ended_mid_generation_stops_at_once(
     finally:
         proc.kill()
         shutil.rmtree(env["CONDUCTOR_RUNTIME_DIR"], ignore_errors=True)
-    # Its process gone within seconds is its model stopped: nothing generates after it.
-    assert seconds < 5.0, f"the run took {seconds:.1f} s to end"
+    # Its process gone well before the rest of its answer could be written (some 40 s in all,
+    # 3 s of it before the signal) is its model stopped. Not a tighter bound: the process's
+    # own teardown took 5-6 s on a busy 2-core machine (2026-12-02), the model stopped.
+    assert seconds < 15.0, f"the run took {seconds:.1f} s to end"
     assert proc.returncode == 130, err
     assert "interrupted" in err
 

@@ -38,7 +38,10 @@ def team(isolated_home: Path, models_dir: Path, coder_pulled: Path) -> None:
 
 
 def _trace(home: Path) -> dict:
-    traces = sorted((home / "data" / "conductor" / "traces").glob("*.json"))
+    # The last written: traces of one second sort by their random suffix, not by time.
+    traces = sorted(
+        (home / "data" / "conductor" / "traces").glob("*.json"), key=lambda p: p.stat().st_mtime_ns
+    )
     assert traces, "no trace was written"
     return json.loads(traces[-1].read_text(encoding="utf-8"))
 
