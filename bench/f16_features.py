@@ -2,8 +2,9 @@
 against its 16-bit copy (backends/f16_copy.py), on every question the README's figures stand
 on: the public mix's test draws (seeds 0 and 13, 8 a set; seed 7, 20 a set), the eight
 withheld kinds (seed 2, 20 each), the six typed letter sets, the 48 everyday facts and the 20
-letter questions. A pick that is the same both ways plans the same workflow, whose workers
-then answer the same (same call, same answer): every figure measured with the file stands.
+letter questions; and the head's own 114 training questions. A pick that is the same both
+ways plans the same workflow, whose workers then answer the same (same call, same answer):
+every figure measured with the file stands.
 
     .venv/bin/python bench/f16_features.py
 
@@ -20,10 +21,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import temp_root
+from familiar_shipped import SHIPPED, training_problems
 
 from conductor_cli.backends.f16_copy import f16_copy
 from conductor_cli.config import load_config
 from conductor_cli.evals import load_dataset, select
+from conductor_cli.evals.datasets import fingerprint
 from conductor_cli.models.catalog import file_sha256
 from conductor_cli.policy.chooser import read_as
 from conductor_cli.policy.features import PromptFeatures
@@ -54,7 +58,12 @@ def questions() -> list[tuple[str, str]]:
     for file in FILES:
         for line in (DATA / file).read_text(encoding="utf-8").splitlines():
             out.append((file, json.loads(line)["question"]))
-    return out
+    # The head's own 114 training questions, rebuilt and checked against its record.
+    trained = training_problems(temp_root())
+    record = json.loads((SHIPPED / "record.json").read_text(encoding="utf-8"))
+    if fingerprint(trained) != record["dataset"]["fingerprint"]:
+        raise SystemExit("the rebuilt training questions are not the ones the head trained on")
+    return out + [("training", p.question) for p in trained]
 
 
 def main() -> None:

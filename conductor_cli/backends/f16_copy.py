@@ -4,7 +4,7 @@ A trained head plans from the conductor's hidden state after the planning prompt
 question costs its own tokens through the base model (policy/features.py). SmolLM2-135M ships
 as Q4_1, for which llama.cpp has no repacked CPU kernels: on 2 cores it read 331 tokens in
 0.98 s, the same weights in F16 in 0.42 s (F32 0.57 s, Q8_0 0.50 s; measured 2026-12-02; over
-the 480 planning prompts of bench/f16_features.py, 0.55 times the seconds). Other types have
+the 594 planning prompts of bench/f16_features.py, 0.58 times the seconds). Other types have
 fast kernels, and a big model's copy would cost gigabytes: only a Q4_1 file under
 `MAX_SOURCE_BYTES` gets a copy (`wanted`). The copy holds the very weights the file decodes
 to; its states differ from the file's in the last bits (llama.cpp quantizes the activations

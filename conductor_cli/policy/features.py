@@ -33,7 +33,8 @@ N_BATCH = 512
 # SmolLM2's. A training reads the copy where the base is such a file (`trained_features`) and
 # says so; conductors trained before 2026-12-02 read the file. The shipped
 # coder-team-1.5b-public was trained on the file and reads the copy: on the 480 questions its
-# figures stand on, no pick differs (bench/f16_features.py). A head reads what its record says.
+# figures stand on and its 114 training questions, no pick differs (bench/f16_features.py).
+# A head reads what its record says.
 FEATURES = ("native", "f16")
 
 
