@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from conductor_cli.disk import paths
+from conductor_cli.disk import kept_files, paths
 from conductor_cli.errors import ModelError
 
 SUFFIX = "-f16.gguf"
@@ -101,36 +101,30 @@ def f16_copy(model: Path, sha256: str) -> Path:
     return target
 
 
-def _sweep(directory: Path, source: str) -> None:
-    """Remove what no run will read: parts left by killed writers, and copies of the same
-    source made by other llama.cpp builds."""
+def _stale_parts(directory: Path) -> list[Path]:
+    """Parts left by killed writers (a part being written is left to its writer)."""
     now = time.time()
-    for path in directory.iterdir():
+    stale = []
+    for path in kept_files.listed(directory, PART):
         with contextlib.suppress(OSError):
-            if path.name.endswith(PART):
-                if now - path.stat().st_mtime > STALE_PART_S:
-                    path.unlink()
-            elif path.name.startswith(f"{source}-") and path.name.endswith(SUFFIX):
-                path.unlink()  # this build's own was not found: the caller makes it
+            if now - path.stat().st_mtime > STALE_PART_S:
+                stale.append(path)
+    return stale
+
+
+def _sweep(directory: Path, source: str) -> None:
+    """Remove what no run will read: stale parts, and copies of the same source made by
+    other llama.cpp builds (this build's own was not found: the caller makes it)."""
+    others = [p for p in kept_files.listed(directory, SUFFIX) if p.name.startswith(f"{source}-")]
+    kept_files.remove(_stale_parts(directory) + others)
 
 
 def clear() -> int:
     """`cache clear`: remove every kept copy (the next planning makes it again) and stale
-    parts (a part being written is left to its writer); how many copies."""
+    parts; how many copies."""
     directory = copies_dir()
-    if not directory.is_dir():
-        return 0
-    removed = 0
-    now = time.time()
-    for path in directory.iterdir():
-        with contextlib.suppress(OSError):
-            if path.name.endswith(PART):
-                if now - path.stat().st_mtime > STALE_PART_S:
-                    path.unlink()
-                continue
-            path.unlink()
-            removed += 1
-    return removed
+    kept_files.remove(_stale_parts(directory))
+    return kept_files.remove(kept_files.listed(directory, SUFFIX))
 
 
 def _write(source: str, target: str) -> int:

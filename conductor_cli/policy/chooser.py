@@ -41,6 +41,18 @@ def read_as(
     )
 
 
+def recorded(trained: TrainedConductor, key: str, default: str, known: Sequence[str]) -> str:
+    """The hyperparameter `key` of `trained`'s record (`default` where absent, a conductor
+    trained before it was recorded), which must be one of the `known` values."""
+    value = trained.record.get("hyperparameters", {}).get(key, default)
+    if value not in known:
+        raise WorkflowError(
+            f"conductor.model {trained.name!r}: its record says {key} {value!r}, which this "
+            f"version does not know ({', '.join(known)}): upgrade conductor, or train it again."
+        )
+    return str(value)
+
+
 def embedder_path(head: Head, where: Path) -> Path:
     """The GGUF a head that reads "embedding" embeds questions with: the file it was trained
     with, checked by its sha256 (a catalog model's is the catalog's)."""
@@ -115,19 +127,8 @@ class HeadChooser:
                 "the workers that stayed are reused), or plan with its base model "
                 f"({trained.base_model})."
             )
-        tasks = trained.record.get("hyperparameters", {}).get("tasks", "written")
-        if tasks not in TASKS:
-            raise WorkflowError(
-                f"conductor.model {trained.name!r}: its record says tasks {tasks!r}, which this "
-                f"version does not know ({', '.join(TASKS)}); train it again."
-            )
-        read_from = trained.record.get("hyperparameters", {}).get("features", "native")
-        if read_from not in FEATURES:
-            raise WorkflowError(
-                f"conductor.model {trained.name!r}: its record says features {read_from!r}, "
-                f"which this version does not know ({', '.join(FEATURES)}): upgrade conductor, "
-                "or train it again."
-            )
+        tasks = recorded(trained, "tasks", "written", TASKS)
+        read_from = recorded(trained, "features", "native", FEATURES)
         features = PromptFeatures(
             features_model(base, read_from),
             n_ctx=min(settings.n_ctx, FEATURES_CTX),
